@@ -1,0 +1,217 @@
+"""One content-addressed store shared by every stage and every job of a sweep.
+
+Keys are ``sha256(stage, stage config, input content)``; values are pickled into one SQLite
+database in WAL mode, so several processes (parallel Hydra jobs) can read and write it at once.
+Large artifacts (persisted indexes) live in directories under ``blobs/`` that are written to a
+temporary name and renamed into place, so a killed job never leaves a half-written index that
+looks finished.
+
+Only successful results are ever stored: callers put a value after the work succeeded, and a
+failed model call is never written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+import shutil
+import sqlite3
+import threading
+import time
+import uuid
+from collections import Counter
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+MISSING = object()
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS kv (
+    key TEXT PRIMARY KEY,
+    stage TEXT NOT NULL,
+    value BLOB NOT NULL,
+    created REAL NOT NULL
+)
+"""
+
+
+def _canonical(obj: Any) -> Any:
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return _canonical(asdict(obj))
+    if isinstance(obj, dict):
+        return {str(k): _canonical(v) for k, v in sorted(obj.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(obj, (list, tuple)):
+        return [_canonical(v) for v in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, float) and obj != obj:  # NaN
+        return "NaN"
+    if obj is None or isinstance(obj, (str, int, float, bool)):
+        return obj
+    # OmegaConf containers and anything else with a stable repr of plain data
+    try:
+        from omegaconf import DictConfig, ListConfig, OmegaConf
+
+        if isinstance(obj, (DictConfig, ListConfig)):
+            return _canonical(OmegaConf.to_container(obj, resolve=True))
+    except ImportError:  # pragma: no cover
+        pass
+    raise TypeError(f"cannot hash a {type(obj).__name__} into a cache key")
+
+
+def content_hash(*parts: Any) -> str:
+    """Stable sha256 over plain data (dicts, lists, dataclasses, scalars)."""
+    payload = json.dumps(_canonical(list(parts)), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+class Cache:
+    """Content-addressed key/value store with per-stage hit and miss counters."""
+
+    def __init__(self, root: str | os.PathLike, enabled: bool = True, timeout_s: float = 120.0):
+        self.root = Path(root)
+        self.enabled = enabled
+        self.timeout_s = timeout_s
+        self.stats: Counter[str] = Counter()
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        if enabled:
+            self.root.mkdir(parents=True, exist_ok=True)
+            (self.root / "blobs").mkdir(exist_ok=True)
+            with self._connect() as con:
+                con.execute(_SCHEMA)
+
+    # -- connection -------------------------------------------------------------------------
+    @property
+    def db_path(self) -> Path:
+        return self.root / "cache.db"
+
+    def _connect(self) -> sqlite3.Connection:
+        con = getattr(self._local, "con", None)
+        if con is None:
+            con = sqlite3.connect(self.db_path, timeout=self.timeout_s, isolation_level=None, check_same_thread=False)
+            con.execute("PRAGMA journal_mode=WAL")
+            con.execute("PRAGMA synchronous=NORMAL")
+            con.execute(f"PRAGMA busy_timeout={int(self.timeout_s * 1000)}")
+            self._local.con = con
+        return con
+
+    def _retrying(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                with self._lock:
+                    return fn(self._connect())
+            except sqlite3.OperationalError as exc:  # "database is locked" under heavy contention
+                if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def close(self) -> None:
+        con = getattr(self._local, "con", None)
+        if con is not None:
+            con.close()
+            self._local.con = None
+
+    # -- keys -------------------------------------------------------------------------------
+    @staticmethod
+    def key(stage: str, *parts: Any) -> str:
+        return content_hash(stage, *parts)
+
+    # -- values -----------------------------------------------------------------------------
+    def get(self, stage: str, key: str, default: Any = MISSING, count: bool = True) -> Any:
+        if not self.enabled:
+            if count:
+                self.stats[f"{stage}/misses"] += 1
+            return default
+        row = self._retrying(lambda con: con.execute("SELECT value FROM kv WHERE key=?", (key,)).fetchone())
+        if row is None:
+            if count:
+                self.stats[f"{stage}/misses"] += 1
+            return default
+        if count:
+            self.stats[f"{stage}/hits"] += 1
+        return pickle.loads(row[0])
+
+    def get_many(self, stage: str, keys: Iterable[str]) -> dict[str, Any]:
+        """Values found for ``keys`` (missing keys absent); counts a hit or miss per key."""
+        keys = list(dict.fromkeys(keys))
+        found: dict[str, Any] = {}
+        if self.enabled:
+            for i in range(0, len(keys), 500):
+                batch = keys[i : i + 500]
+                marks = ",".join("?" * len(batch))
+                rows = self._retrying(
+                    lambda con: con.execute(f"SELECT key, value FROM kv WHERE key IN ({marks})", batch).fetchall()
+                )
+                found.update({k: pickle.loads(v) for k, v in rows})
+        self.stats[f"{stage}/hits"] += len(found)
+        self.stats[f"{stage}/misses"] += len(keys) - len(found)
+        return found
+
+    def put(self, stage: str, key: str, value: Any) -> None:
+        self.put_many(stage, {key: value})
+
+    def put_many(self, stage: str, items: dict[str, Any]) -> None:
+        if not self.enabled or not items:
+            return
+        now = time.time()
+        rows = [(k, stage, pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL), now) for k, v in items.items()]
+
+        def write(con: sqlite3.Connection) -> None:
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                con.executemany("INSERT OR REPLACE INTO kv (key, stage, value, created) VALUES (?,?,?,?)", rows)
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+
+        self._retrying(write)
+
+    def get_or_compute(self, stage: str, key: str, fn: Callable[[], Any]) -> Any:
+        value = self.get(stage, key)
+        if value is MISSING:
+            value = fn()
+            self.put(stage, key, value)
+        return value
+
+    # -- directories for persisted artifacts -------------------------------------------------
+    def blob_dir(self, stage: str, key: str, writer: Callable[[Path], None]) -> Path:
+        """The finished directory for ``key``; built by ``writer(tmpdir)`` on a miss.
+
+        The directory is built under a unique temporary name and renamed into place, so a
+        concurrent or killed writer never exposes a partial directory.
+        """
+        if not self.enabled:
+            raise RuntimeError("blob_dir needs an enabled cache")
+        final = self.root / "blobs" / stage / key
+        if final.is_dir():
+            self.stats[f"{stage}/hits"] += 1
+            return final
+        self.stats[f"{stage}/misses"] += 1
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = final.parent / f".tmp-{key}-{uuid.uuid4().hex}"
+        tmp.mkdir()
+        try:
+            writer(tmp)
+            try:
+                os.rename(tmp, final)
+            except OSError:  # another process finished first: keep theirs
+                shutil.rmtree(tmp, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return final
+
+    # -- maintenance -------------------------------------------------------------------------
+    def integrity_check(self) -> str:
+        return self._retrying(lambda con: con.execute("PRAGMA integrity_check").fetchone()[0])
+
+    def count(self, stage: str | None = None) -> int:
+        if stage is None:
+            return self._retrying(lambda con: con.execute("SELECT COUNT(*) FROM kv").fetchone()[0])
+        return self._retrying(lambda con: con.execute("SELECT COUNT(*) FROM kv WHERE stage=?", (stage,)).fetchone()[0])

@@ -1,0 +1,46 @@
+"""The ``ragsweep`` command: a Hydra app that runs one RAG system, or a sweep with ``-m``."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import hydra
+from omegaconf import DictConfig
+
+from ragsweep.errors import RagsweepError
+
+log = logging.getLogger("ragsweep")
+
+
+def _quiet_libraries() -> None:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    for name in ("httpx", "openai", "mlflow", "alembic", "urllib3", "sentence_transformers", "faiss"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="config")
+def app(cfg: DictConfig) -> float | None:
+    from ragsweep.pipeline import run_system
+
+    _quiet_libraries()
+    try:
+        metrics = run_system(cfg)
+    except RagsweepError as exc:
+        log.error("%s", exc)
+        print(f"ragsweep: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    shown = {k: round(v, 4) for k, v in metrics.items() if k.startswith(("retrieval/", "ragchecker/overall", "generator/calls", "generator/cache_hits"))}
+    log.info("done: %s", shown)
+    return metrics.get("ragchecker/overall/f1")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""Config validation: every component group is checked against its dataclass schema before any
+work starts.
+
+A component's schema is the ``Config`` dataclass of the class its ``_target_`` names, so adding a
+component is one module plus one YAML file, with no registry to edit. Unknown fields, values of
+the wrong type and values the schema's ``__post_init__`` rejects all become a :class:`ConfigError`
+whose message names the field (``chunker.overlap``) and what to do.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, fields, is_dataclass
+from typing import Any
+
+from hydra.utils import get_class
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
+
+from ragsweep.errors import ConfigError
+
+COMPONENT_GROUPS = ("dataset", "chunker", "retriever", "prompt", "generator", "evaluator")
+REQUIRED_GROUPS = ("dataset", "chunker", "retriever", "prompt", "generator")
+
+SECRET_PATTERN = re.compile(r"(api[_-]?key|secret|password|passwd|token|authorization|bearer)(?!_env)", re.I)
+REDACTED = "***"
+
+
+@dataclass
+class MlflowConfig:
+    tracking_uri: str = "sqlite:///mlruns/mlflow.db"
+    artifact_location: str = "mlruns/artifacts"
+    enabled: bool = True
+
+
+@dataclass
+class TopConfig:
+    """Schema of the top-level keys of ``conf/config.yaml`` (component groups excluded)."""
+
+    experiment_name: str = "default"
+    run_name: str | None = None
+    cache_dir: str = ".ragsweep_cache"
+    seed: int = 0
+    max_failure_rate: float = 0.1
+    mlflow: MlflowConfig = field(default_factory=MlflowConfig)
+    sweep: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.max_failure_rate <= 1.0:
+            raise ValueError(f"max_failure_rate must be between 0 and 1, got {self.max_failure_rate}")
+
+
+def _schema_for(group: str, node: DictConfig) -> type:
+    target = node.get("_target_")
+    if not target:
+        raise ConfigError(f"{group}: no _target_ given; every {group} option names its class with _target_")
+    try:
+        cls = get_class(target)
+    except Exception as exc:  # noqa: BLE001 - hydra raises several kinds
+        raise ConfigError(f"{group}._target_: cannot import '{target}' ({exc})") from None
+    schema = getattr(cls, "Config", None)
+    if schema is None or not is_dataclass(schema):
+        raise ConfigError(f"{group}._target_: {target} has no Config dataclass schema")
+    return schema
+
+
+def check_node(prefix: str, schema: type, data: Any) -> Any:
+    """Merge ``data`` into ``schema``; return the schema object or raise ConfigError."""
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(schema), data)
+        return OmegaConf.to_object(merged)
+    except ConfigKeyError as exc:
+        key = getattr(exc, "full_key", None) or getattr(exc, "key", None) or "?"
+        valid = ", ".join(f.name for f in fields(schema))
+        raise ConfigError(f"{prefix}.{key}: unknown field; valid fields of {prefix} are: {valid}") from None
+    except ValidationError as exc:
+        key = getattr(exc, "full_key", None) or "?"
+        msg = str(exc).splitlines()[0]
+        raise ConfigError(f"{prefix}.{key}: {msg}") from None
+    except ValueError as exc:  # a schema's __post_init__
+        msg = str(exc)
+        raise ConfigError(msg if msg.startswith(prefix) or "." in msg.split(" ")[0] else f"{prefix}: {msg}") from None
+    except OmegaConfBaseException as exc:
+        raise ConfigError(f"{prefix}: {str(exc).splitlines()[0]}") from None
+
+
+def validate(cfg: DictConfig) -> dict[str, Any]:
+    """Check the whole composed config; returns the validated schema objects by group."""
+    try:
+        resolved = OmegaConf.to_container(cfg, resolve=True)
+    except OmegaConfBaseException as exc:
+        raise ConfigError(f"config: {str(exc).splitlines()[0]}") from None
+    out: dict[str, Any] = {}
+    missing = [g for g in REQUIRED_GROUPS if g not in resolved]
+    if missing:
+        raise ConfigError(f"config: missing group(s) {missing}; choose one, e.g. {missing[0]}=<option>")
+    top = {k: v for k, v in resolved.items() if k not in COMPONENT_GROUPS and k != "hydra"}
+    out["top"] = check_node("config", TopConfig, top)
+    for group in COMPONENT_GROUPS:
+        if group not in resolved:
+            continue
+        node = cfg[group]
+        schema = _schema_for(group, node)
+        data = {k: v for k, v in resolved[group].items() if k != "_target_"}
+        out[group] = check_node(group, schema, data)
+    return out
+
+
+def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    """Flatten nested dicts/lists into ``a.b.c`` keys, redacting secret-looking keys."""
+    items: dict[str, Any] = {}
+    if isinstance(data, dict):
+        for k, v in data.items():
+            key = f"{prefix}.{k}" if prefix else str(k)
+            if SECRET_PATTERN.search(str(k)) and v not in (None, ""):
+                items[key] = REDACTED
+            else:
+                items.update(flatten(v, key))
+    elif isinstance(data, (list, tuple)):
+        if all(not isinstance(v, (dict, list, tuple)) for v in data):
+            items[prefix] = ",".join(map(str, data))
+        else:
+            for i, v in enumerate(data):
+                items.update(flatten(v, f"{prefix}.{i}"))
+    else:
+        items[prefix] = data
+    return items

@@ -1,0 +1,250 @@
+"""One RAG system, end to end: dataset -> chunks -> index -> retrieve -> prompt -> generate ->
+(evaluate) -> MLflow. Every stage goes through the shared content-addressed cache."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import signal
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from ragsweep.cache import Cache
+from ragsweep.config import flatten, validate
+from ragsweep.errors import FailureRateExceeded, RagsweepError
+from ragsweep.tracking import Tracker
+
+log = logging.getLogger("ragsweep")
+
+
+class StageTimer:
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, stage: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - t0
+
+
+def system_name(cfg: DictConfig) -> str:
+    """A short run name that says what the system is: ``bm25-k4-c300o0.2-long_cot-smollm2``."""
+    r, c = cfg.retriever, cfg.chunker
+    return f"{cfg.retriever.get('name', 'retriever')}-k{r.top_k}-c{c.size}o{c.overlap}-{cfg.prompt.name}-{cfg.generator.name}"
+
+
+def short_params(cfg: DictConfig) -> dict[str, Any]:
+    """Short, pivotable names for the knobs users sweep."""
+    return {
+        "dataset": cfg.dataset.get("name"),
+        "limit": cfg.dataset.get("limit"),
+        "retriever": cfg.retriever.get("name"),
+        "top_k": cfg.retriever.top_k,
+        "chunk_size": cfg.chunker.size,
+        "chunk_overlap": cfg.chunker.overlap,
+        "prompt": cfg.prompt.name,
+        "generator": cfg.generator.name,
+        "evaluator": cfg.evaluator.get("name") if "evaluator" in cfg else None,
+    }
+
+
+def _retrieved_context(hits) -> list[dict[str, Any]]:
+    return [
+        {"doc_id": h.chunk.doc_id, "text": h.chunk.text, "chunk_id": h.chunk.chunk_id, "start": h.chunk.start, "end": h.chunk.end, "score": h.score}
+        for h in hits
+    ]
+
+
+class _Signals:
+    """Turn SIGTERM into KeyboardInterrupt so the run is marked KILLED and servers stop."""
+
+    def __enter__(self) -> "_Signals":
+        self.prev = None
+        try:
+            self.prev = signal.signal(signal.SIGTERM, self._raise)
+        except ValueError:  # not in the main thread
+            pass
+        return self
+
+    @staticmethod
+    def _raise(signum, frame):  # noqa: ANN001
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    def __exit__(self, *exc) -> None:
+        if self.prev is not None:
+            signal.signal(signal.SIGTERM, self.prev)
+
+
+def run_system(cfg: DictConfig, parent_run_id: str | None = None, server: Any = None) -> dict[str, Any]:
+    """Run one RAG system; returns its metrics. Raises RagsweepError for user-fixable problems.
+
+    ``server``: an already started model server to reuse (a sweep shares one); when None, the
+    generator's server is started here and stopped at the end.
+    """
+    validated = validate(cfg)  # before any work: a bad config starts nothing and logs nothing
+    top = validated["top"]
+    timer = StageTimer()
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    resolved.pop("hydra", None)
+
+    tracker = Tracker(top.mlflow.tracking_uri, top.mlflow.artifact_location, top.experiment_name, enabled=top.mlflow.enabled)
+    run_name = top.run_name or system_name(cfg)
+    tracker.start(run_name, tags={"ragsweep.system": run_name}, parent_run_id=parent_run_id)
+    status = "FAILED"
+    try:
+        with _Signals():
+            tracker.log_params({**flatten(resolved), **short_params(cfg)})
+            tracker.log_json(resolved, "config.json")
+            metrics = _run(cfg, top, timer, tracker, server)
+        status = "FINISHED"
+        return metrics
+    except KeyboardInterrupt:
+        status = "KILLED"
+        raise
+    finally:
+        tracker.end(status)
+
+
+def _run(cfg: DictConfig, top: Any, timer: StageTimer, tracker: Tracker, server: Any) -> dict[str, Any]:
+    from ragsweep.generator import build_client
+    from ragsweep.metrics.retrieval import retrieval_metrics
+
+    cache = Cache(top.cache_dir)
+    metrics: dict[str, float] = {}
+
+    with timer("load"):
+        dataset = instantiate(cfg.dataset).load()
+    log.info("dataset %s: %d documents, %d questions", dataset.name, len(dataset.documents), len(dataset.queries))
+    metrics.update({f"data/{k}": v for k, v in dataset.stats.items()})
+
+    with timer("chunk"):
+        chunker = instantiate(cfg.chunker)
+        chunks = chunker.chunk(dataset.documents, cache=cache)
+    metrics["data/chunks"] = len(chunks)
+
+    retriever = instantiate(cfg.retriever)
+    with timer("index"):
+        retriever.index(chunks, cache=cache)
+    k = int(cfg.retriever.top_k)
+    with timer("retrieve"):
+        results = retriever.search(dataset.queries, k=k, cache=cache)
+
+    if dataset.has_relevance:
+        rm = retrieval_metrics(results, dataset.queries, k, chunks=chunks)
+        for name, value in rm.items():
+            base = name.split("@")[0]
+            metrics[f"retrieval/{base}_at_k"] = value
+
+    # -- prompts ---------------------------------------------------------------------------------
+    prompt = instantiate(cfg.prompt)
+    gen_cfg = cfg.generator
+    own_server = server is None
+    if own_server:
+        server = instantiate(gen_cfg.server)
+    titles = {d.doc_id: d.title for d in dataset.documents}
+    try:
+        if own_server:
+            with timer("server_start"):
+                server.start()
+        budget = None
+        window = getattr(server, "context_window", None)
+        if window:
+            budget = int(window) - int(gen_cfg.max_tokens) - 32  # chat template overhead
+        count = getattr(server, "count_tokens", None) or (lambda text: len(text) // 3 + 1)
+        prompts, used_hits, dropped = [], {}, 0
+        with timer("prompt"):
+            for q in dataset.queries:
+                text, hits, n_drop = prompt.fit(q.query, results[q.query_id], budget, count, titles)
+                prompts.append(text)
+                used_hits[q.query_id] = hits
+                dropped += n_drop
+        if dropped:
+            log.warning("prompt.fit=drop_lowest dropped %d lowest-ranked chunk(s) to fit the model's context", dropped)
+        metrics["prompt/chunks_dropped"] = dropped
+
+        client = build_client(gen_cfg, server, cache)
+        from ragsweep.generator.client import ChatRequest, extract_answer
+
+        reqs = [
+            ChatRequest(
+                messages=tuple((m["role"], m["content"]) for m in prompt.messages(p)),
+                temperature=float(gen_cfg.temperature),
+                max_tokens=int(gen_cfg.max_tokens),
+                seed=gen_cfg.seed,
+            )
+            for p in prompts
+        ]
+        with timer("generate"):
+            outs = client.chat_many(reqs, desc=f"generating ({len(reqs)} questions)")
+        client.close()
+    finally:
+        if own_server:
+            server.stop()
+
+    records = []
+    failures = 0
+    for q, out in zip(dataset.queries, outs):
+        rec: dict[str, Any] = {
+            "query_id": q.query_id,
+            "query": q.query,
+            "gt_answer": q.gt_answer or "",
+            "response": "",
+            "retrieved_context": _retrieved_context(used_hits[q.query_id]),
+        }
+        if out.ok:
+            answer = extract_answer(out.text, prompt.config.answer_tag) if prompt.config.answer_tag else out.text.strip()
+            rec["response"] = answer
+            if answer != out.text:
+                rec["raw_response"] = out.text
+        else:
+            failures += 1
+            rec["error"] = out.error
+        records.append(rec)
+
+    gstats = client.stats
+    metrics.update(
+        {
+            "generator/requests": len(reqs),
+            "generator/calls": gstats.get("calls", 0),
+            "generator/cache_hits": gstats.get("cache_hits", 0),
+            "generator/failures": failures,
+            "generator/retries": gstats.get("retries", 0),
+            "generator/prompt_tokens": gstats.get("prompt_tokens", 0),
+            "generator/completion_tokens": gstats.get("completion_tokens", 0),
+            "generator/empty_responses": sum(1 for r in records if not r["response"] and "error" not in r),
+        }
+    )
+
+    # -- evaluation -------------------------------------------------------------------------------
+    if "evaluator" in cfg and cfg.evaluator.get("_target_"):
+        evaluator = instantiate(cfg.evaluator)
+        with timer("evaluate"):
+            records, eval_metrics = evaluator.evaluate(records, cache=cache)
+        metrics.update(eval_metrics)
+
+    for stage, secs in timer.seconds.items():
+        metrics[f"time/{stage}_s"] = round(secs, 3)
+    for key, n in sorted(cache.stats.items()):
+        metrics[f"cache/{key}"] = n
+
+    tracker.log_json({"results": records}, "records.json")
+    tracker.log_metrics(metrics)
+    cache.close()
+
+    rate = failures / max(1, len(records))
+    if rate > top.max_failure_rate:
+        raise FailureRateExceeded(
+            f"{failures} of {len(records)} generations failed ({rate:.0%} > max_failure_rate={top.max_failure_rate}); "
+            f"see the server log and the records artifact"
+        )
+    return metrics

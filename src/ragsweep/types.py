@@ -1,0 +1,76 @@
+"""Data contracts shared by every stage.
+
+Relevance is kept as character spans into documents (not chunk ids), so it survives any
+re-chunking: a chunk is relevant when it overlaps a span of its document.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Document:
+    doc_id: str
+    text: str
+    title: str | None = None
+
+
+@dataclass(frozen=True)
+class Span:
+    """Characters ``[start, end)`` of document ``doc_id`` that answer a query."""
+
+    doc_id: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Query:
+    query_id: str
+    query: str
+    gt_answer: str | None = None
+    relevant: tuple[Span, ...] = ()
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A window of a document; ``text == document.text[start:end]`` always holds."""
+
+    chunk_id: str
+    doc_id: str
+    start: int
+    end: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One retrieved chunk with its score and 1-based rank."""
+
+    chunk: Chunk
+    score: float
+    rank: int
+
+
+@dataclass
+class Dataset:
+    name: str
+    documents: list[Document]
+    queries: list[Query]
+    has_relevance: bool = False
+    has_answers: bool = False
+    stats: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def doc_index(self) -> dict[str, Document]:
+        return {d.doc_id: d for d in self.documents}
+
+
+def overlaps(chunk: Chunk, span: Span) -> bool:
+    """True when the chunk shares at least one character with the span."""
+    return chunk.doc_id == span.doc_id and chunk.start < span.end and span.start < chunk.end
+
+
+def is_relevant(chunk: Chunk, spans: tuple[Span, ...] | list[Span]) -> bool:
+    return any(overlaps(chunk, s) for s in spans)

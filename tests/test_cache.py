@@ -1,0 +1,69 @@
+import multiprocessing as mp
+
+from ragsweep.cache import MISSING, Cache, content_hash
+
+
+def test_key_is_stable_and_content_addressed():
+    assert content_hash({"a": 1, "b": [1, 2]}) == content_hash({"b": [1, 2], "a": 1})
+    assert content_hash({"a": 1}) != content_hash({"a": 2})
+    assert Cache.key("gen", "x") != Cache.key("chunks", "x")
+
+
+def test_hit_on_second_identical_call(tmp_path):
+    cache = Cache(tmp_path)
+    calls = []
+
+    def work():
+        calls.append(1)
+        return {"answer": 42}
+
+    key = cache.key("generation", "model", "prompt")
+    assert cache.get_or_compute("generation", key, work) == {"answer": 42}
+    assert cache.get_or_compute("generation", key, work) == {"answer": 42}
+    assert len(calls) == 1
+    assert cache.stats["generation/misses"] == 1 and cache.stats["generation/hits"] == 1
+    # survives a new process-level handle
+    assert Cache(tmp_path).get("generation", key) == {"answer": 42}
+
+
+def test_get_many_counts_hits_and_misses(tmp_path):
+    cache = Cache(tmp_path)
+    cache.put_many("emb", {"a": 1, "b": 2})
+    found = cache.get_many("emb", ["a", "b", "c"])
+    assert found == {"a": 1, "b": 2}
+    assert cache.stats["emb/hits"] == 2 and cache.stats["emb/misses"] == 1
+    assert cache.get("emb", "c") is MISSING
+
+
+def test_blob_dir_is_atomic(tmp_path):
+    cache = Cache(tmp_path)
+
+    def fail(path):
+        (path / "half").write_text("x")
+        raise RuntimeError("killed while writing")
+
+    try:
+        cache.blob_dir("index", "k1", fail)
+    except RuntimeError:
+        pass
+    assert not (tmp_path / "blobs" / "index" / "k1").exists()
+    assert not list((tmp_path / "blobs" / "index").glob(".tmp-*"))
+    built = cache.blob_dir("index", "k1", lambda p: (p / "data").write_text("ok"))
+    assert (built / "data").read_text() == "ok"
+    assert cache.blob_dir("index", "k1", fail) == built  # hit: writer not called
+
+
+def _writer(args):
+    root, start = args
+    c = Cache(root)
+    for i in range(start, start + 50):
+        c.put("s", f"k{i}", i)
+    return True
+
+
+def test_concurrent_processes_share_the_store(tmp_path):
+    with mp.get_context("spawn").Pool(4) as pool:
+        assert all(pool.map(_writer, [(str(tmp_path), s) for s in (0, 50, 100, 150)]))
+    cache = Cache(tmp_path)
+    assert cache.count("s") == 200
+    assert cache.integrity_check() == "ok"
