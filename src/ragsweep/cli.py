@@ -18,7 +18,7 @@ def _quiet_libraries() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-    for name in ("httpx", "openai", "mlflow", "alembic", "urllib3", "sentence_transformers", "faiss"):
+    for name in ("httpx", "httpx2", "openai", "mlflow", "alembic", "urllib3", "sentence_transformers", "faiss", "bm25s"):
         logging.getLogger(name).setLevel(logging.WARNING)
 
 

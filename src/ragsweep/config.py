@@ -9,6 +9,7 @@ whose message names the field (``chunker.overlap``) and what to do.
 
 from __future__ import annotations
 
+import inspect
 import re
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
@@ -50,8 +51,14 @@ class TopConfig:
             raise ValueError(f"max_failure_rate must be between 0 and 1, got {self.max_failure_rate}")
 
 
+# Groups whose options are plain settings rather than one class: their schema by import path.
+GROUP_SCHEMAS = {"generator": "ragsweep.generator.GeneratorConfig"}
+
+
 def _schema_for(group: str, node: DictConfig) -> type:
     target = node.get("_target_")
+    if not target and group in GROUP_SCHEMAS:
+        return get_class(GROUP_SCHEMAS[group])
     if not target:
         raise ConfigError(f"{group}: no _target_ given; every {group} option names its class with _target_")
     try:
@@ -103,7 +110,37 @@ def validate(cfg: DictConfig) -> dict[str, Any]:
         schema = _schema_for(group, node)
         data = {k: v for k, v in resolved[group].items() if k != "_target_"}
         out[group] = check_node(group, schema, data)
+        for key, sub in data.items():  # nested components, e.g. generator.server
+            if isinstance(sub, dict) and sub.get("_target_"):
+                check_kwargs(f"{group}.{key}", sub)
     return out
+
+
+def check_kwargs(prefix: str, node: dict[str, Any]) -> None:
+    """Check a nested ``_target_`` node: its Config schema if it has one, else the signature."""
+    try:
+        cls = get_class(node["_target_"])
+    except Exception as exc:  # noqa: BLE001
+        raise ConfigError(f"{prefix}._target_: cannot import '{node['_target_']}' ({exc})") from None
+    data = {k: v for k, v in node.items() if k != "_target_"}
+    schema = getattr(cls, "Config", None)
+    if schema is not None and is_dataclass(schema):
+        check_node(prefix, schema, data)
+        return
+    names: list[str] = []
+    for klass in cls.__mro__:  # **kwargs passed on to a base class: accept the base's names too
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        params = inspect.signature(init).parameters
+        names += [n for n, p in params.items() if n != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and n not in names]
+        if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            break
+    else:
+        return  # open-ended signature: nothing to check against
+    unknown = sorted(set(data) - set(names))
+    if unknown:
+        raise ConfigError(f"{prefix}.{unknown[0]}: unknown field; valid fields of {prefix} are: {', '.join(names)}")
 
 
 def flatten(data: Any, prefix: str = "") -> dict[str, Any]:

@@ -37,10 +37,22 @@ class StageTimer:
             self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - t0
 
 
+def component_name(node: DictConfig) -> str | None:
+    """A component's short name: its ``name`` field, else its class's ``name`` attribute."""
+    if node.get("name"):
+        return str(node.name)
+    target = node.get("_target_")
+    if target:
+        from hydra.utils import get_class
+
+        return getattr(get_class(target), "name", None)
+    return None
+
+
 def system_name(cfg: DictConfig) -> str:
     """A short run name that says what the system is: ``bm25-k4-c300o0.2-long_cot-smollm2``."""
     r, c = cfg.retriever, cfg.chunker
-    return f"{cfg.retriever.get('name', 'retriever')}-k{r.top_k}-c{c.size}o{c.overlap}-{cfg.prompt.name}-{cfg.generator.name}"
+    return f"{component_name(r)}-k{r.top_k}-c{c.size}o{c.overlap}-{cfg.prompt.name}-{cfg.generator.name}"
 
 
 def short_params(cfg: DictConfig) -> dict[str, Any]:
@@ -48,7 +60,7 @@ def short_params(cfg: DictConfig) -> dict[str, Any]:
     return {
         "dataset": cfg.dataset.get("name"),
         "limit": cfg.dataset.get("limit"),
-        "retriever": cfg.retriever.get("name"),
+        "retriever": component_name(cfg.retriever),
         "top_k": cfg.retriever.top_k,
         "chunk_size": cfg.chunker.size,
         "chunk_overlap": cfg.chunker.overlap,

@@ -1,0 +1,1 @@
+"""Hydra config tree of ragsweep (also reachable as conf/ at the repository root)."""

@@ -1,0 +1,91 @@
+"""The ``ragsweep`` command as a user runs it: a subprocess in a scratch directory."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+PY = sys.executable
+
+
+def ragsweep(tmp_path, *args, timeout=300):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "RAGSWEEP_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    return subprocess.run([PY, "-m", "ragsweep.cli", *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def runs(tmp_path, experiment="default"):
+    import mlflow
+
+    client = mlflow.tracking.MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlruns/mlflow.db")
+    exp = client.get_experiment_by_name(experiment)
+    return client, ([] if exp is None else client.search_runs([exp.experiment_id], order_by=["attributes.start_time ASC"]))
+
+
+@pytest.mark.parametrize(
+    "args, field",
+    [
+        (["chunker.size=100", "chunker.overlap=100"], "chunker.overlap"),
+        (["retriever=nonexistent"], "retriever"),
+        (["+retriever.topk=2"], "retriever.topk"),
+    ],
+)
+def test_bad_config_fails_fast_and_leaves_no_run(tmp_path, args, field):
+    t0 = time.monotonic()
+    proc = ragsweep(tmp_path, *args, timeout=60)
+    assert proc.returncode != 0
+    assert field in proc.stderr
+    assert time.monotonic() - t0 < 30
+    _, found = runs(tmp_path)
+    assert not [r for r in found if r.info.status == "FINISHED"]
+
+
+def _tiny_dataset(tmp_path):
+    corpus = tmp_path / "corpus.jsonl"
+    docs = [
+        ("d1", "The Eiffel Tower is in Paris. It was completed in 1889 for the World's Fair."),
+        ("d2", "Mount Everest is the highest mountain above sea level, in the Himalayas."),
+        ("d3", "The Nile is a major north-flowing river in northeastern Africa."),
+    ]
+    corpus.write_text("\n".join(json.dumps({"doc_id": d, "text": t}) for d, t in docs) + "\n")
+    queries = tmp_path / "queries.jsonl"
+    qs = [
+        {"query_id": "q1", "query": "When was the Eiffel Tower completed?", "gt_answer": "It was completed in 1889.", "relevant_doc_ids": ["d1"]},
+        {"query_id": "q2", "query": "What is the highest mountain?", "gt_answer": "Mount Everest.", "relevant_doc_ids": ["d2"]},
+    ]
+    queries.write_text("\n".join(json.dumps(q) for q in qs) + "\n")
+    return [f"dataset=jsonl", f"dataset.corpus={corpus}", f"dataset.queries={queries}"]
+
+
+@pytest.mark.slow
+def test_one_system_end_to_end_then_fully_cached(tmp_path):
+    args = [*_tiny_dataset(tmp_path), "retriever.top_k=2", "generator.max_tokens=24"]
+    first = ragsweep(tmp_path, *args)
+    assert first.returncode == 0, first.stderr[-3000:]
+    client, found = runs(tmp_path)
+    assert [r.info.status for r in found] == ["FINISHED"]
+    run = found[0]
+    p, m = run.data.params, run.data.metrics
+    assert p["retriever"] == "bm25" and p["top_k"] == "2" and p["chunk_size"] == "300" and p["chunk_overlap"] == "0.2"
+    for name in ("retrieval/recall_at_k", "retrieval/mrr_at_k", "retrieval/ndcg_at_k"):
+        assert 0.0 <= m[name] <= 1.0
+    assert m["retrieval/recall_at_k"] == 1.0  # the tiny corpus is easy for BM25
+    assert m["generator/calls"] == 2 and m["generator/cache_hits"] == 0
+    path = client.download_artifacts(run.info.run_id, "records.json", str(tmp_path / "dl1"))
+    records = json.load(open(path))["results"]
+    assert [r["query_id"] for r in records] == ["q1", "q2"]
+    assert all(r["response"].strip() for r in records)
+    assert all(len(r["retrieved_context"]) == 2 and {"doc_id", "text"} <= set(r["retrieved_context"][0]) for r in records)
+
+    second = ragsweep(tmp_path, *args)
+    assert second.returncode == 0, second.stderr[-3000:]
+    _, found = runs(tmp_path)
+    again = found[-1]
+    assert again.info.status == "FINISHED"
+    assert again.data.metrics["generator/calls"] == 0
+    assert again.data.metrics["generator/cache_hits"] == 2
+    path = client.download_artifacts(again.info.run_id, "records.json", str(tmp_path / "dl2"))
+    assert json.load(open(path))["results"] == records
