@@ -1,0 +1,105 @@
+"""``ragsweep-score``: RAGChecker metrics of a RAGChecker input or output file.
+
+    ragsweep-score INPUT.json [-o OUTPUT.json] [--checker offline|llm|nli]
+                   [--extractor offline|llm] [--base-url URL] [--model NAME]
+
+When every record of INPUT already holds its claims and entailment matrices (a RAGChecker or
+ragsweep output file), the metrics are recomputed from them with no model call. Otherwise the
+records go through ``ragsweep.evaluator.pipeline.evaluate_records`` (claim extraction and
+checking) first. The overall metrics are printed to stdout as JSON; ``-o`` writes the output file
+(RAGChecker output schema: each result with its ``metrics``, plus the top-level ``metrics``).
+
+Exit status: 0 done, 2 bad command line or malformed input (one line on stderr naming the file
+and the field), 1 any other error that ragsweep can explain (e.g. the pipeline is unavailable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from typing import Any, Sequence
+
+from ragsweep.errors import RagsweepError
+from ragsweep.evaluator.schema import (
+    SchemaError,
+    build_output,
+    is_output_file,
+    read_records,
+    write_output,
+)
+
+PROG = "ragsweep-score"
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog=PROG,
+        description="RAGChecker metrics of a RAGChecker input or output JSON file.",
+    )
+    ap.add_argument("input", metavar="INPUT.json", help='{"results": [...]} in RAGChecker schema')
+    ap.add_argument("-o", "--output", metavar="OUTPUT.json", help="write the scored records here")
+    ap.add_argument("--checker", choices=("offline", "llm", "nli"), default="offline",
+                    help="entailment checker for records without matrices (default: offline)")
+    ap.add_argument("--extractor", choices=("offline", "llm"), default="offline",
+                    help="claim extractor for records without claims (default: offline)")
+    ap.add_argument("--base-url", help="OpenAI-compatible server for --checker/--extractor llm")
+    ap.add_argument("--model", help="model name for --checker/--extractor llm or nli")
+    return ap
+
+
+def _run_pipeline(records: list[dict], args: argparse.Namespace) -> list[dict]:
+    """Extract claims and check them with the evaluator pipeline (imported only when needed)."""
+    module_name = "ragsweep.evaluator.pipeline"
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name != module_name:
+            raise  # the pipeline exists but one of its own imports is missing: show that
+        raise RagsweepError(
+            f"{args.input}: the records have no claims/entailment matrices, and the claim "
+            f"extraction and checking pipeline ({module_name}.evaluate_records) is not "
+            "available; give a file that already holds claims and matrices"
+        ) from None
+    evaluate_records = getattr(module, "evaluate_records", None)
+    if evaluate_records is None:
+        raise RagsweepError(f"{module_name} has no function evaluate_records")
+    options: dict[str, Any] = {"extractor": args.extractor, "checker": args.checker}
+    if args.base_url is not None:
+        options["base_url"] = args.base_url
+    if args.model is not None:
+        options["model"] = args.model
+    return list(evaluate_records(records, **options))
+
+
+def score(args: argparse.Namespace) -> dict[str, Any]:
+    """Read, (extract and check if needed), compute; return the output document."""
+    records = read_records(args.input)
+    path = args.input
+    if not is_output_file(records):
+        records = _run_pipeline(records, args)
+        path = f"{args.input} (after {args.extractor} extraction, {args.checker} checking)"
+    document = build_output(records, path)
+    if args.output:
+        try:
+            write_output(args.output, document)
+        except OSError as e:
+            raise RagsweepError(f"{args.output}: cannot write: {e.strerror or e}") from None
+    return document
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        document = score(args)
+    except RagsweepError as e:
+        message = " ".join(str(e).split())  # one line
+        print(f"{PROG}: error: {message}", file=sys.stderr)
+        return 2 if isinstance(e, SchemaError) else 1
+    print(json.dumps(document["metrics"], indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
