@@ -1,0 +1,1 @@
+"""Metrics: pure functions from results and labels to numbers."""
