@@ -24,13 +24,23 @@ def _quiet_libraries() -> None:
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def app(cfg: DictConfig) -> float | None:
+    from ragsweep import sweep
     from ragsweep.pipeline import run_system
 
     _quiet_libraries()
+    info = sweep.current()
+    parent = server = None
+    if info:
+        parent = info.get("parent_run_id")
+        shared = info.get("server")
+        if shared and "server" in cfg.generator and shared.get("spec") == sweep.server_spec(cfg.generator.server):
+            server = sweep.AttachedServer(shared)
     try:
-        metrics = run_system(cfg)
+        metrics = run_system(cfg, parent_run_id=parent, server=server)
     except RagsweepError as exc:
         log.error("%s", exc)
+        if info is not None:
+            raise  # in a sweep: this job fails, Hydra reports it, the other jobs still run
         print(f"ragsweep: error: {exc}", file=sys.stderr)
         sys.exit(2)
     shown = {k: round(v, 4) for k, v in metrics.items() if k.startswith(("retrieval/", "ragchecker/overall", "generator/calls", "generator/cache_hits"))}

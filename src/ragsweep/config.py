@@ -93,15 +93,20 @@ def check_node(prefix: str, schema: type, data: Any) -> Any:
 
 def validate(cfg: DictConfig) -> dict[str, Any]:
     """Check the whole composed config; returns the validated schema objects by group."""
-    try:
-        resolved = OmegaConf.to_container(cfg, resolve=True)
-    except OmegaConfBaseException as exc:
-        raise ConfigError(f"config: {str(exc).splitlines()[0]}") from None
+    resolved: dict[str, Any] = {}
+    for key in cfg.keys():
+        if key == "hydra":
+            continue
+        try:
+            node = cfg[key]
+            resolved[key] = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+        except OmegaConfBaseException as exc:
+            raise ConfigError(f"{key}: {str(exc).splitlines()[0]}") from None
     out: dict[str, Any] = {}
     missing = [g for g in REQUIRED_GROUPS if g not in resolved]
     if missing:
         raise ConfigError(f"config: missing group(s) {missing}; choose one, e.g. {missing[0]}=<option>")
-    top = {k: v for k, v in resolved.items() if k not in COMPONENT_GROUPS and k != "hydra"}
+    top = {k: v for k, v in resolved.items() if k not in COMPONENT_GROUPS}
     out["top"] = check_node("config", TopConfig, top)
     for group in COMPONENT_GROUPS:
         if group not in resolved:

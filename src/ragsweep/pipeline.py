@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from ragsweep.cache import Cache
 from ragsweep.config import flatten, validate
 from ragsweep.errors import FailureRateExceeded, RagsweepError
+from ragsweep.sweep import finished_child, system_key
 from ragsweep.tracking import Tracker
 
 log = logging.getLogger("ragsweep")
@@ -111,7 +112,14 @@ def run_system(cfg: DictConfig, parent_run_id: str | None = None, server: Any = 
 
     tracker = Tracker(top.mlflow.tracking_uri, top.mlflow.artifact_location, top.experiment_name, enabled=top.mlflow.enabled)
     run_name = top.run_name or system_name(cfg)
-    tracker.start(run_name, tags={"ragsweep.system": run_name}, parent_run_id=parent_run_id)
+    key = system_key(resolved)
+    tags = {"ragsweep.system": run_name, "ragsweep.system_key": key, "ragsweep.role": "child" if parent_run_id else "single"}
+    if parent_run_id and tracker.enabled:
+        done = finished_child(tracker, parent_run_id, key)
+        if done is not None:  # a resumed sweep: this system already finished, nothing to redo
+            log.info("%s already finished in run %s of this sweep; skipping", run_name, done.info.run_id)
+            return dict(done.data.metrics)
+    tracker.start(run_name, tags=tags, parent_run_id=parent_run_id)
     status = "FAILED"
     try:
         with _Signals():
@@ -130,6 +138,7 @@ def run_system(cfg: DictConfig, parent_run_id: str | None = None, server: Any = 
 def _run(cfg: DictConfig, top: Any, timer: StageTimer, tracker: Tracker, server: Any) -> dict[str, Any]:
     from ragsweep.generator import build_client
     from ragsweep.metrics.retrieval import retrieval_metrics
+    from ragsweep.tokens import counter_for, estimate
 
     cache = Cache(top.cache_dir)
     metrics: dict[str, float] = {}
@@ -172,7 +181,7 @@ def _run(cfg: DictConfig, top: Any, timer: StageTimer, tracker: Tracker, server:
         window = getattr(server, "context_window", None)
         if window:
             budget = int(window) - int(gen_cfg.max_tokens) - 32  # chat template overhead
-        count = getattr(server, "count_tokens", None) or (lambda text: len(text) // 3 + 1)
+        count = counter_for(server) if budget else estimate
         prompts, used_hits, dropped = [], {}, 0
         with timer("prompt"):
             for q in dataset.queries:

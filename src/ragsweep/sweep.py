@@ -1,0 +1,251 @@
+"""Sweeps: one MLflow parent run per multirun, one child per system, resumable, one shared server.
+
+Hydra calls :class:`SweepCallback` in the process that launches the jobs. It
+
+- creates (or, after a sweep was killed, reopens) the parent run; the parent is identified by a
+  signature of the experiment, the command-line overrides and the sweeper's parameters, so
+  starting the same sweep again resumes it: jobs whose system already has a FINISHED child are
+  skipped, and nothing runs twice in MLflow. A sweep whose parent FINISHED starts a new parent
+  when run again (all of its work then comes from the cache);
+- starts the generator's model server once for the whole sweep when every job uses the same one
+  (the generator is not swept), shares it with the jobs, and stops it at the end, on Ctrl-C or
+  SIGTERM; a server left behind by a SIGKILLed sweep is found in the server registry and adopted
+  instead of starting a second one;
+- writes what the jobs need to ``<sweep dir>/.ragsweep_sweep.json`` (and the environment), which
+  works for every launcher: basic, joblib, submitit (shared filesystem) and Ray.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from ragsweep.cache import content_hash
+
+log = logging.getLogger("ragsweep.sweep")
+
+SWEEP_FILE = ".ragsweep_sweep.json"
+ENV_SWEEP_FILE = "RAGSWEEP_SWEEP_FILE"
+
+
+def _plain(node: Any) -> Any:
+    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) or OmegaConf.is_config(node) else node
+
+
+def sweep_signature(config: DictConfig) -> str:
+    hc = config.hydra
+    params = _plain(hc.sweeper.get("params")) if "sweeper" in hc else None
+    return content_hash("sweep", config.get("experiment_name"), sorted(hc.overrides.task), params)
+
+
+def swept_keys(config: DictConfig) -> list[str]:
+    """Config keys the sweep varies: from the command line (a,b,c) and hydra.sweeper.params."""
+    keys = []
+    for ov in config.hydra.overrides.task:
+        key, _, value = ov.partition("=")
+        if "," in value or value.startswith(("range(", "choice(", "glob(")):
+            keys.append(key.lstrip("+~"))
+    params = config.hydra.sweeper.get("params") if "sweeper" in config.hydra else None
+    if params:
+        keys += [str(k).lstrip("+~") for k in params.keys()]
+    return sorted(set(keys))
+
+
+def server_spec(gen_server: Any) -> str:
+    spec = dict(_plain(gen_server))
+    return content_hash("server", spec)
+
+
+def current() -> dict[str, Any] | None:
+    """The running sweep's shared state, as seen from inside a job (None outside a sweep)."""
+    path = os.environ.get(ENV_SWEEP_FILE)
+    if not path:
+        try:
+            hc = HydraConfig.get()
+        except ValueError:
+            return None
+        if hc.mode is None or str(hc.mode) != "RunMode.MULTIRUN":
+            return None
+        path = str(Path(hc.sweep.dir) / SWEEP_FILE)
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+class AttachedServer:
+    """A model server started by the sweep: jobs talk to it, never start or stop it."""
+
+    def __init__(self, info: dict[str, Any], api_key: str | None = None):
+        self.base_url = info["base_url"]
+        self.model_name = info["model_name"]
+        self.context_window = info.get("context_window")
+        self.kind = info.get("kind")
+        self.model_path = info.get("model_path")
+        self.resolved_model_path = info.get("model_path")
+        self.model = info.get("model")
+        self.api_key = api_key
+
+    def start(self) -> "AttachedServer":
+        return self
+
+    def stop(self) -> None:
+        pass
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "base_url": self.base_url, "shared": True}
+
+
+class SweepCallback(Callback):
+    def __init__(self) -> None:
+        self.tracker = None
+        self.parent_run_id: str | None = None
+        self.server = None
+        self.sweep_file: Path | None = None
+        self._ended = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        # joblib, submitit and Ray pickle the Hydra context (callbacks included) to run jobs in
+        # other processes; the sweep's own state (server, MLflow client) stays where it was made
+        return {**self.__dict__, "tracker": None, "server": None, "_ended": True}
+
+    # -- start -----------------------------------------------------------------------------
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        from ragsweep.config import validate
+        from ragsweep.tracking import Tracker
+
+        validate(config)  # a bad base config stops the sweep before anything starts
+        top = config
+        mcfg = top.mlflow
+        info: dict[str, Any] = {"experiment_name": top.experiment_name}
+        if mcfg.enabled:
+            self.tracker = Tracker(mcfg.tracking_uri, mcfg.artifact_location, top.experiment_name)
+            self.parent_run_id = self._open_parent(config)
+            info["parent_run_id"] = self.parent_run_id
+        keys = swept_keys(config)
+        if not any(k == "generator" or k.startswith("generator.") for k in keys):
+            info["server"] = self._start_server(config)
+        sweep_dir = Path(config.hydra.sweep.dir)
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        self.sweep_file = sweep_dir / SWEEP_FILE
+        tmp = self.sweep_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(info, indent=1))
+        os.replace(tmp, self.sweep_file)
+        os.environ[ENV_SWEEP_FILE] = str(self.sweep_file.resolve())
+        atexit.register(self._finish, "KILLED")
+
+    def _open_parent(self, config: DictConfig) -> str:
+        tr = self.tracker
+        sig = sweep_signature(config)
+        found = tr.client.search_runs(
+            [tr.experiment_id],
+            filter_string=f"tags.`ragsweep.role` = 'parent' and tags.`ragsweep.sweep_signature` = '{sig}'",
+            order_by=["attributes.start_time DESC"],
+            max_results=1,
+        )
+        if found and found[0].info.status != "FINISHED":
+            run_id = found[0].info.run_id
+            tr.run_id = run_id
+            tr.client.update_run(run_id, status="RUNNING")
+            log.info("resuming sweep: parent run %s (%s)", run_id, found[0].info.status)
+            return run_id
+        keys = swept_keys(config)
+        name = f"sweep-{config.experiment_name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        run_id = tr.start(name, tags={"ragsweep.role": "parent", "ragsweep.experiment": config.experiment_name, "ragsweep.sweep_signature": sig})
+        tr.log_params({"swept": ",".join(keys) or "none", "overrides": " ".join(config.hydra.overrides.task)})
+        sweep_node = _plain(config.get("sweep")) or {}
+        tr.log_json(sweep_node, "sweep.json")
+        log.info("sweep parent run %s in experiment %s", run_id, config.experiment_name)
+        return run_id
+
+    def _start_server(self, config: DictConfig) -> dict[str, Any] | None:
+        from hydra.utils import instantiate
+
+        node = config.generator.server
+        target = str(node.get("_target_", ""))
+        if target.endswith("ExternalServer"):
+            return None  # nothing to start
+        spec = server_spec(node)
+        from ragsweep.generator import server as srv
+
+        adopted = srv.adopt(spec) if hasattr(srv, "adopt") else None
+        if adopted is not None:
+            self.server = adopted
+            log.info("adopted the model server left running by an interrupted sweep: pid %s", adopted.pid)
+        else:
+            self.server = instantiate(node)
+            if hasattr(self.server, "spec"):
+                self.server.spec = spec
+            self.server.start()
+        s = self.server
+        return {
+            "spec": spec,
+            "base_url": s.base_url,
+            "model_name": s.model_name,
+            "context_window": getattr(s, "context_window", None),
+            "kind": getattr(s, "kind", None),
+            "model_path": str(getattr(s, "resolved_model_path", "") or getattr(s, "model_path", "") or "") or None,
+            "model": getattr(s, "model", None),
+            "pid": getattr(s, "pid", None),
+        }
+
+    # -- end -------------------------------------------------------------------------------
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        self._finish(None)
+
+    def _finish(self, status: str | None) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        try:
+            if self.server is not None:
+                self.server.stop()
+        finally:
+            if self.tracker is not None and self.parent_run_id:
+                if status is None:
+                    status = self._children_status()
+                self.tracker.end(status)
+            if self.sweep_file is not None:
+                os.environ.pop(ENV_SWEEP_FILE, None)
+
+    def _children_status(self) -> str:
+        tr = self.tracker
+        runs = tr.client.search_runs([tr.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{self.parent_run_id}'")
+        done: dict[str, str] = {}
+        for r in runs:
+            key = r.data.tags.get("ragsweep.system_key", r.info.run_id)
+            if done.get(key) != "FINISHED":
+                done[key] = r.info.status
+        return "FINISHED" if done and all(s == "FINISHED" for s in done.values()) else "FAILED"
+
+
+# -- job side ------------------------------------------------------------------------------
+def system_key(resolved: dict[str, Any]) -> str:
+    """Identity of one system: its resolved config without run bookkeeping."""
+    ident = {k: v for k, v in resolved.items() if k not in ("hydra", "run_name", "mlflow", "cache_dir")}
+    return content_hash("system", ident)
+
+
+def finished_child(tracker: Any, parent_run_id: str, key: str) -> Any:
+    """The FINISHED child of ``parent_run_id`` for system ``key``; stale RUNNING ones are marked KILLED."""
+    runs = tracker.client.search_runs(
+        [tracker.experiment_id],
+        filter_string=f"tags.mlflow.parentRunId = '{parent_run_id}' and tags.`ragsweep.system_key` = '{key}'",
+        order_by=["attributes.start_time DESC"],
+    )
+    finished = None
+    for r in runs:
+        if r.info.status == "FINISHED" and finished is None:
+            finished = r
+        elif r.info.status == "RUNNING":
+            tracker.client.set_terminated(r.info.run_id, status="KILLED")
+    return finished

@@ -1,0 +1,243 @@
+"""ragsweep-report against a small MLflow sqlite store built directly with MlflowClient."""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from ragsweep.report import check_direction, main
+
+BASE_PARAMS = {
+    "dataset": "clapnq", "limit": "None", "retriever": "bm25", "top_k": "20", "chunk_size": "300",
+    "chunk_overlap": "0.2", "prompt": "ragchecker_default", "generator": "smollm2", "evaluator": "offline",
+}
+TOPK_SWEEP = {
+    "layout": "ragchecker",
+    "params": ["top_k"],
+    "directions": [
+        {"metric": "ragchecker/retriever/claim_recall", "param": "top_k", "expect": "increasing", "paper": "Fig. 6"},
+        {"metric": "ragchecker/retriever/context_precision", "param": "top_k", "expect": "decreasing", "paper": "Fig. 6"},
+        {"metric": "ragchecker/generator/faithfulness", "param": "top_k", "expect": "increasing", "paper": "Fig. 6"},
+    ],
+}
+
+
+def _metrics(cr: float, cp: float) -> dict[str, float]:
+    return {
+        "ragchecker/overall/precision": 50.0, "ragchecker/overall/recall": 40.0, "ragchecker/overall/f1": 44.4,
+        "ragchecker/overall/n_response_claims": 3.0,
+        "ragchecker/retriever/claim_recall": cr, "ragchecker/retriever/context_precision": cp,
+        "ragchecker/generator/context_utilization": 60.0, "ragchecker/generator/noise_sensitivity_in_relevant": 20.0,
+        "ragchecker/generator/noise_sensitivity_in_irrelevant": 5.0, "ragchecker/generator/hallucination": 10.0,
+        "ragchecker/generator/self_knowledge": 2.0,
+        # faithfulness deliberately missing: NOT TESTABLE
+    }
+
+
+class Store:
+    def __init__(self, tmp: Path):
+        from mlflow.tracking import MlflowClient
+
+        self.uri = f"sqlite:///{tmp / 'mlflow.db'}"
+        self.client = MlflowClient(tracking_uri=self.uri)
+        self.artifacts = (tmp / "artifacts").as_uri()
+        self.t0 = int(time.time() * 1000) - 100_000
+
+    def experiment(self, name: str) -> str:
+        return self.client.create_experiment(name, artifact_location=f"{self.artifacts}/{name}")
+
+    def parent(self, exp_id: str, name: str, sweep: dict | None, offset: int = 0) -> str:
+        run = self.client.create_run(exp_id, start_time=self.t0 + offset, run_name=f"{name}-sweep",
+                                     tags={"ragsweep.role": "parent", "ragsweep.experiment": name})
+        if sweep is not None:
+            self.client.log_dict(run.info.run_id, sweep, "sweep.json")
+        self.client.set_terminated(run.info.run_id, "FINISHED")
+        return run.info.run_id
+
+    def child(self, exp_id: str, parent: str, params: dict, metrics: dict, status: str = "FINISHED", offset: int = 0) -> str:
+        from mlflow.entities import Metric, Param
+
+        run = self.client.create_run(exp_id, start_time=self.t0 + offset,
+                                     tags={"mlflow.parentRunId": parent, "ragsweep.role": "child"})
+        rid = run.info.run_id
+        self.client.log_batch(
+            rid,
+            metrics=[Metric(k, float(v), self.t0, 0) for k, v in metrics.items()],
+            params=[Param(k, str(v)) for k, v in {**params, "run_name": f"r{offset}"}.items()],
+        )
+        self.client.set_terminated(rid, status)
+        return rid
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("mlflow")
+    s = Store(tmp)
+    # ragchecker_topk: k=5,10,20; claim recall rises (REPRODUCED), context precision rises too
+    # (paper: falls -> NOT REPRODUCED), faithfulness not logged (NOT TESTABLE)
+    exp = s.experiment("ragchecker_topk")
+    s.old_parent = s.parent(exp, "old", TOPK_SWEEP, offset=0)  # an older parent: must not be picked
+    pid = s.parent(exp, "ragchecker_topk", TOPK_SWEEP, offset=1000)
+    s.child(exp, pid, {**BASE_PARAMS, "top_k": "10"}, _metrics(99.0, 99.0), offset=1100)  # superseded duplicate
+    s.child(exp, pid, {**BASE_PARAMS, "top_k": "5"}, _metrics(41.2, 30.0), offset=1200)
+    s.child(exp, pid, {**BASE_PARAMS, "top_k": "10"}, _metrics(47.9, 35.0), offset=1300)
+    s.child(exp, pid, {**BASE_PARAMS, "top_k": "20"}, _metrics(52.3, 40.0), offset=1400)
+    s.child(exp, pid, {**BASE_PARAMS, "top_k": "20"}, _metrics(1.0, 1.0), status="FAILED", offset=1500)  # resumed-sweep leftover
+    s.child(exp, pid, {**BASE_PARAMS, "top_k": "5"}, _metrics(1.0, 1.0), status="KILLED", offset=1600)
+    s.topk_parent = pid
+    s.topk_child = s.child(exp, pid, {**BASE_PARAMS, "top_k": "5"}, _metrics(1.0, 1.0), status="RUNNING", offset=1700)
+
+    # ragbench layout: retriever x k, no sweep.json (spec comes from the packaged experiment config)
+    exp2 = s.experiment("ragbench_case_study")
+    pid2 = s.parent(exp2, "ragbench_case_study", None, offset=2000)
+    vals = {("tfidf", 2): 0.60, ("tfidf", 4): 0.45, ("dense", 2): 0.80, ("dense", 4): 0.55}
+    for i, ((ret, k), rel) in enumerate(vals.items()):
+        for j, prompt in enumerate(("no_context", "long_cot")):
+            m = {"trace/relevance": rel, "trace/utilization": 0.3 + 0.1 * j, "trace/completeness": 0.5 + 0.1 * j,
+                 "trace/adherence_rate": 0.1 if prompt == "no_context" else 0.9}
+            s.child(exp2, pid2, {**BASE_PARAMS, "retriever": ret, "top_k": k, "prompt": prompt}, m, offset=2100 + 10 * i + j)
+    s.ragbench_parent = pid2
+
+    s.experiment("empty_children")
+    s.empty_parent = s.parent(s.client.get_experiment_by_name("empty_children").experiment_id, "empty_children", TOPK_SWEEP)
+    s.child(s.client.get_experiment_by_name("empty_children").experiment_id, s.empty_parent, BASE_PARAMS, _metrics(1, 1), status="FAILED")
+    return s
+
+
+@pytest.fixture(scope="module")
+def topk_report(store, tmp_path_factory):
+    import contextlib
+    import io
+
+    out = tmp_path_factory.mktemp("report") / "topk"
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        rc = main(["--experiment", "ragchecker_topk", "--tracking-uri", store.uri, "--out", str(out)])
+    return rc, out, buf.getvalue()
+
+
+def test_table(topk_report):
+    rc, out, stdout = topk_report
+    assert rc == 0
+    md = (out / "table.md").read_text()
+    for header in ("Prec.↑", "Rec.↑", "F1↑", "CR↑", "CP↑", "CU↑", "NS(I)↓", "NS(II)↓", "Hallu.↓", "SK↓", "Faith.↑", "#Claim"):
+        assert f"| {header} |" in md or f"| {header}" in md
+    rows = [line for line in md.splitlines() if line.startswith("| bm25_smollm2")]
+    assert [r.split(" | ")[1] for r in rows] == ["5", "10", "20"]  # sorted numerically
+    assert "| 41.2 | 30.0 |" in rows[0] and "| 52.3 | 40.0 |" in rows[2]
+    assert "99.0" not in md and "| 1.0 | 1.0 |" not in md  # superseded and FAILED/KILLED children ignored
+    assert "n/a" in rows[0]  # faithfulness not logged
+    with open(out / "table.csv", newline="") as fh:
+        table = list(csv.DictReader(fh))
+    assert [r["k"] for r in table] == ["5", "10", "20"]
+    assert [float(r["CR"]) for r in table] == [41.2, 47.9, 52.3]
+    assert table[0]["RAG system"] == "bm25_smollm2" and table[0]["Faith."] == ""
+    assert "| CR↑ |" in stdout  # the table goes to stdout too
+
+
+def test_directions(topk_report):
+    rc, out, stdout = topk_report
+    md = (out / "directions.md").read_text()
+    verdicts = {v["metric"]: v for v in json.loads((out / "directions.json").read_text())}
+    cr = verdicts["ragchecker/retriever/claim_recall"]
+    assert cr["verdict"] == "REPRODUCED"
+    assert cr["observed"] == "k=5 41.2 -> k=10 47.9 -> k=20 52.3"
+    assert verdicts["ragchecker/retriever/context_precision"]["verdict"] == "NOT REPRODUCED"
+    assert verdicts["ragchecker/generator/faithfulness"]["verdict"] == "NOT TESTABLE"
+    assert "k=5 41.2 -> k=10 47.9 -> k=20 52.3" in md and "**NOT REPRODUCED**" in md
+    assert "1 reproduced, 1 not reproduced, 1 not testable" in md
+    assert "  ragchecker/retriever/claim_recall: k=5 41.2 -> k=10 47.9 -> k=20 52.3: increasing — REPRODUCED" in stdout
+
+
+def test_figures_and_artifacts(topk_report, store):
+    import matplotlib.image as mpimg
+
+    rc, out, _ = topk_report
+    png = out / "fig_top_k.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    img = mpimg.imread(png)
+    assert img.ndim == 3 and img.shape[0] > 100 and img.shape[1] > 100
+    logged = {Path(a.path).name for a in store.client.list_artifacts(store.topk_parent, "report")}
+    assert {"table.md", "table.csv", "directions.md", "directions.json", "fig_top_k.png"} <= logged
+
+
+def test_ragbench_layout_from_packaged_spec(store, tmp_path, capsys):
+    rc = main(["--experiment", "ragbench_case_study", "--tracking-uri", store.uri, "--out", str(tmp_path), "--no-log"])
+    assert rc == 0
+    with open(tmp_path / "table.csv", newline="") as fh:
+        table = list(csv.DictReader(fh))
+    assert list(table[0])[:8] == ["retriever", "k", "prompt version", "generation model", "ave relevance",
+                                  "ave utilization", "ave completeness", "pc hallucinated"]
+    assert [(r["retriever"], r["k"], r["prompt version"]) for r in table][:3] == [("tfidf", "2", "no_context"), ("tfidf", "2", "long_cot"), ("tfidf", "4", "no_context")]
+    assert float(table[0]["pc hallucinated"]) == pytest.approx(90.0)
+    verdicts = {(v["metric"], v["param"]): v["verdict"] for v in json.loads((tmp_path / "directions.json").read_text())}
+    assert verdicts[("trace/relevance", "retriever")] == "REPRODUCED"
+    assert verdicts[("trace/relevance", "top_k")] == "REPRODUCED"
+    assert verdicts[("trace/adherence_rate", "prompt")] == "REPRODUCED"
+    assert verdicts[("trace/utilization", "prompt")] == "REPRODUCED"
+    assert verdicts[("ragchecker/generator/hallucination", "prompt")] == "NOT TESTABLE"
+    for p in ("retriever", "top_k", "prompt", "generator"):
+        assert (tmp_path / f"fig_{p}.png").stat().st_size > 1000
+    assert store.client.list_artifacts(store.ragbench_parent, "report") == []  # --no-log
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--experiment", "nope"], "experiment 'nope' not found"),
+        (["--experiment", "ragchecker_topk", "--run", "0123456789abcdef"], "run '0123456789abcdef' not found"),
+        (["--experiment", "empty_children"], "no FINISHED child runs"),
+    ],
+)
+def test_errors(store, tmp_path, capsys, args, message):
+    rc = main([*args, "--tracking-uri", store.uri, "--out", str(tmp_path)])
+    err = capsys.readouterr().err.strip()
+    assert rc != 0
+    assert err.startswith("ragsweep-report: error:") and message in err and "\n" not in err
+
+
+def test_run_option_and_env_uri(store, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store.uri)
+    assert main(["--experiment", "ragchecker_topk", "--run", store.old_parent, "--out", str(tmp_path)]) == 1
+    assert f"parent run {store.old_parent} of experiment 'ragchecker_topk' has no FINISHED child runs" in capsys.readouterr().err
+    assert main(["--run", store.topk_child, "--out", str(tmp_path)]) == 1
+    assert f"is a child run; pass its parent run ({store.topk_parent})" in capsys.readouterr().err
+    assert main(["--experiment", "ragbench_case_study", "--run", store.topk_parent, "--out", str(tmp_path)]) == 1
+    assert "belongs to experiment 'ragchecker_topk'" in capsys.readouterr().err
+    assert main(["--run", store.topk_parent, "--out", str(tmp_path), "--no-log"]) == 0
+    assert "ragchecker_topk: parent run" in capsys.readouterr().out
+
+
+def test_missing_store(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert main(["--experiment", "x"]) == 1
+    assert "no MLflow store at mlruns/mlflow.db" in capsys.readouterr().err
+    assert not (tmp_path / "mlruns").exists()
+
+
+def test_direction_rules():
+    import pandas as pd
+
+    df = pd.DataFrame({"chunk_overlap": [0.0, 0.2, 0.4], "prompt": ["a", "b", "c"],
+                       "ragchecker/retriever/claim_recall": [77.8, 79.5, 78.1], "trace/utilization": [0.3, 0.5, 0.4],
+                       "ragchecker/retriever/context_precision": [69.3, 71.5, 71.1]})
+    flat = check_direction(df, {"metric": "ragchecker/retriever/claim_recall", "param": "chunk_overlap", "expect": "flat"})
+    assert flat.verdict == "REPRODUCED" and flat.expected == "barely moves (max-min <= 2)"
+    assert check_direction(df, {"metric": "ragchecker/retriever/claim_recall", "param": "chunk_overlap", "expect": "flat", "tol": 1}).verdict == "NOT REPRODUCED"
+    assert check_direction(df, {"metric": "ragchecker/retriever/claim_recall", "param": "chunk_overlap", "expect": "increasing"}).verdict == "NOT REPRODUCED"
+    # net rise 0.3 is within tol 1.5: not an increase
+    assert check_direction(df, {"metric": "ragchecker/retriever/claim_recall", "param": "chunk_overlap", "expect": "increasing", "tol": 1.5}).verdict == "NOT REPRODUCED"
+    # a dip of 0.4 fails the strict rule, passes with tol 0.5 (net rise 1.8 > 0.5)
+    cp = {"metric": "ragchecker/retriever/context_precision", "param": "chunk_overlap", "expect": "increasing"}
+    assert check_direction(df, cp).verdict == "NOT REPRODUCED"
+    assert check_direction(df, {**cp, "tol": 0.5}).verdict == "REPRODUCED"
+    assert check_direction(df, {**cp, "expect": "decreasing"}).verdict == "NOT REPRODUCED"
+    assert check_direction(df, {"metric": "trace/utilization", "param": "prompt", "expect": {"higher_for": "b"}}).verdict == "REPRODUCED"
+    assert check_direction(df, {"metric": "trace/utilization", "param": "prompt", "expect": {"higher_for": "c", "than": "a"}}).verdict == "REPRODUCED"
+    assert check_direction(df, {"metric": "trace/utilization", "param": "prompt", "expect": {"lower_for": "c"}}).verdict == "NOT REPRODUCED"
+    assert check_direction(df, {"metric": "trace/utilization", "param": "prompt", "expect": {"higher_for": "z"}}).verdict == "NOT TESTABLE"
