@@ -9,8 +9,8 @@ Hydra calls :class:`SweepCallback` in the process that launches the jobs. It
   when run again (all of its work then comes from the cache);
 - starts the generator's model server once for the whole sweep when every job uses the same one
   (the generator is not swept), shares it with the jobs, and stops it at the end, on Ctrl-C or
-  SIGTERM; a server left behind by a SIGKILLed sweep is found in the server registry and adopted
-  instead of starting a second one;
+  SIGTERM; a server left behind by a SIGKILLed sweep (its owner process gone, found in the
+  server registry) is stopped first, so a restarted sweep never runs two;
 - writes what the jobs need to ``<sweep dir>/.ragsweep_sweep.json`` (and the environment), which
   works for every launcher: basic, joblib, submitit (shared filesystem) and Ray.
 """
@@ -21,6 +21,7 @@ import atexit
 import json
 import logging
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,8 @@ class AttachedServer:
         self.model_path = info.get("model_path")
         self.resolved_model_path = info.get("model_path")
         self.model = info.get("model")
+        self.cache_identity = info.get("cache_identity") or self.model_name
+        self.structured_mode = info.get("structured_mode", "json_schema")
         self.api_key = api_key
 
     def start(self) -> "AttachedServer":
@@ -177,20 +180,18 @@ class SweepCallback(Callback):
         spec = server_spec(node)
         from ragsweep.generator import server as srv
 
-        adopted = srv.adopt(spec) if hasattr(srv, "adopt") else None
-        if adopted is not None:
-            self.server = adopted
-            log.info("adopted the model server left running by an interrupted sweep: pid %s", adopted.pid)
-        else:
-            self.server = instantiate(node)
-            if hasattr(self.server, "spec"):
-                self.server.spec = spec
-            self.server.start()
+        stopped = srv.stop_orphans()  # e.g. the server of a sweep that was SIGKILLed
+        if stopped:
+            log.info("stopped %d model server(s) left behind by an interrupted run: pids %s", len(stopped), stopped)
+        self.server = instantiate(node)
+        self.server.start()
         s = self.server
         return {
             "spec": spec,
             "base_url": s.base_url,
             "model_name": s.model_name,
+            "cache_identity": _plain(getattr(s, "cache_identity", None)),
+            "structured_mode": getattr(s, "structured_mode", "json_schema"),
             "context_window": getattr(s, "context_window", None),
             "kind": getattr(s, "kind", None),
             "model_path": str(getattr(s, "resolved_model_path", "") or getattr(s, "model_path", "") or "") or None,
@@ -216,6 +217,9 @@ class SweepCallback(Callback):
                 self.tracker.end(status)
             if self.sweep_file is not None:
                 os.environ.pop(ENV_SWEEP_FILE, None)
+            ray = sys.modules.get("ray")  # the Ray launcher starts a local instance and leaves it up
+            if ray is not None and getattr(ray, "is_initialized", lambda: False)():
+                ray.shutdown()
 
     def _children_status(self) -> str:
         tr = self.tracker

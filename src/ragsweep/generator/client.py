@@ -1,0 +1,577 @@
+"""The one OpenAI-compatible client through which all generation and all LLM judging go.
+
+* async, with at most ``concurrency`` HTTP requests in flight (one ``asyncio.Semaphore``);
+* its own retry loop (the ``openai`` client's retries are switched off): 429 (honouring
+  ``retry-after-ms`` / ``Retry-After``, capped at ``max_backoff_s``), 408, 5xx, timeouts,
+  connection errors and malformed (non-JSON, choice-less) responses are retried with exponential
+  backoff and a jitter that is a hash of the request, so runs are reproducible; any other 4xx is
+  final;
+* structured (JSON-schema) output where the server supports it: ``json_schema`` (OpenAI, vLLM)
+  -> ``json_object`` + ``schema`` (llama-cpp-python) -> plain text; a 400/422 answer (or any
+  error naming ``response_format``: llama-cpp-python says 500) to a request that carried
+  ``response_format`` steps down one mode, and the mode that worked is
+  remembered in ``self.structured_mode`` for every later request;
+* every successful result is cached under ``Cache.key(namespace, model_id, request)``; a
+  failure is never cached, so a rerun retries it. A cache hit makes no HTTP request.
+
+A request that still fails after its retries becomes ``ChatResult(text=None, error=...)``,
+is counted in ``stats["failures"]`` and logged -- never raised, never turned into text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import email.utils
+import hashlib
+import json
+import logging
+import re
+import threading
+import time
+import weakref
+from collections import Counter
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Mapping, Sequence
+from urllib.parse import urlsplit
+
+import openai
+
+from ragsweep.cache import MISSING, Cache
+
+log = logging.getLogger(__name__)
+
+Message = tuple[str, str]
+STRUCTURED_MODES = ("json_schema", "json_object", "text")
+
+
+# --------------------------------------------------------------------------------------------
+# requests and results
+# --------------------------------------------------------------------------------------------
+def _freeze_messages(messages: Any) -> tuple[Message, ...]:
+    if isinstance(messages, str):
+        return (("user", messages),)
+    out = []
+    for m in messages:
+        if isinstance(m, Mapping):
+            role, content = m["role"], m["content"]
+        else:
+            role, content = m
+        if not isinstance(role, str) or not isinstance(content, str):
+            raise TypeError(f"a chat message is (role: str, content: str), got {m!r}")
+        out.append((role, content))
+    if not out:
+        raise ValueError("a chat request needs at least one message")
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One chat completion, in a form that is hashable and serialisable for cache keys.
+
+    ``messages`` may be given as a string (one user message), ``(role, content)`` pairs or
+    ``{"role", "content"}`` dicts; it is stored as a tuple of pairs. ``response_format`` is a
+    JSON schema for structured output (or a full OpenAI ``response_format`` dict whose
+    ``type`` is ``json_schema``/``json_object``/``text``).
+    """
+
+    messages: tuple[Message, ...]
+    temperature: float = 0.0
+    max_tokens: int = 256
+    seed: int | None = 0
+    response_format: dict | None = None
+    stop: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "messages", _freeze_messages(self.messages))
+        if self.stop is not None:
+            stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
+            object.__setattr__(self, "stop", stop or None)
+        if self.response_format is not None and not isinstance(self.response_format, Mapping):
+            raise TypeError("response_format is a JSON schema (a dict)")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+
+    @classmethod
+    def user(cls, prompt: str, system: str | None = None, **kw: Any) -> "ChatRequest":
+        msgs = ([("system", system)] if system else []) + [("user", prompt)]
+        return cls(tuple(msgs), **kw)
+
+    def key_fields(self) -> dict[str, Any]:
+        """Plain data that identifies this request (what the cache key hashes)."""
+        d = asdict(self)
+        d["messages"] = [list(m) for m in self.messages]
+        d["stop"] = list(self.stop) if self.stop else None
+        return d
+
+    def message_dicts(self) -> list[dict[str, str]]:
+        return [{"role": r, "content": c} for r, c in self.messages]
+
+    def __hash__(self) -> int:  # response_format is a dict: hash the canonical JSON instead
+        return hash(json.dumps(self.key_fields(), sort_keys=True, default=str))
+
+
+@dataclass
+class ChatResult:
+    text: str | None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached: bool = False
+    error: str | None = None
+    seconds: float = 0.0
+    finish_reason: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.text is not None
+
+
+# --------------------------------------------------------------------------------------------
+# answer extraction
+# --------------------------------------------------------------------------------------------
+def extract_answer(text: str | None, tag: str = "answer") -> str:
+    """What stands inside ``<tag>...</tag>``.
+
+    The last complete pair wins; with only an opening tag, the text after the last one; with
+    only a closing tag, the text before it; with no tag, the whole text. Always stripped.
+    """
+    if not text:
+        return ""
+    t = re.escape(tag)
+    pairs = re.findall(rf"<{t}\s*>(.*?)</{t}\s*>", text, flags=re.DOTALL | re.IGNORECASE)
+    if pairs:
+        return pairs[-1].strip()
+    opens = list(re.finditer(rf"<{t}\s*>", text, flags=re.IGNORECASE))
+    if opens:
+        return text[opens[-1].end() :].strip()
+    close = re.search(rf"</{t}\s*>", text, flags=re.IGNORECASE)
+    if close:
+        return text[: close.start()].strip()
+    return text.strip()
+
+
+# --------------------------------------------------------------------------------------------
+# retry policy
+# --------------------------------------------------------------------------------------------
+class _Final(Exception):
+    """A failure that retrying cannot fix."""
+
+
+class _Retryable(Exception):
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class _FormatRejected(Exception):
+    """The server answered 400/422 to a request that carried response_format."""
+
+
+def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or HTTP date)."""
+    if not headers:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            v = float(ms) / 1000.0
+            if v >= 0:
+                return v
+        except ValueError:
+            pass
+    ra = headers.get("retry-after")
+    if ra is None:
+        return None
+    try:
+        v = float(ra)
+        return v if v >= 0 else None
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(ra)
+    except (TypeError, ValueError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _short(exc: BaseException, limit: int = 300) -> str:
+    s = str(exc).replace("\n", " ")
+    return s if len(s) <= limit else s[:limit] + "..."
+
+
+def _is_loopback(base_url: str) -> bool:
+    host = (urlsplit(base_url).hostname or "").lower()
+    return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
+
+
+@dataclass
+class _LoopState:
+    client: openai.AsyncOpenAI
+    semaphore: asyncio.Semaphore
+
+
+# --------------------------------------------------------------------------------------------
+# the client
+# --------------------------------------------------------------------------------------------
+class ChatClient:
+    """Async OpenAI-compatible chat client with bounded concurrency, retries and a cache.
+
+    ``stats`` (a Counter):
+      requests           logical requests asked for (cache hits and duplicates included)
+      cache_hits         requests answered from the cache (no HTTP request)
+      deduplicated       requests answered by an identical request of the same batch
+      calls              HTTP requests sent (first attempts + retries + structured fallbacks)
+      retries            calls that repeated a failed attempt
+      structured_fallbacks  calls repeated in a simpler response_format mode
+      failures           requests that finally failed (never cached)
+      prompt_tokens, completion_tokens   summed over successful calls
+      seconds            wall time of the requests that went to the server, backoff included
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        concurrency: int = 4,
+        timeout_s: float = 120,
+        max_retries: int = 3,
+        backoff_s: float = 1.0,
+        max_backoff_s: float = 30,
+        cache: Cache | None = None,
+        cache_namespace: str = "generation",
+        structured_output: bool = True,
+        structured_mode: str = "json_schema",
+        model_id: Any = None,
+        request_defaults: Mapping[str, Any] | None = None,
+        progress: bool | None = None,
+    ):
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        if structured_mode not in STRUCTURED_MODES:
+            raise ValueError(f"structured_mode must be one of {STRUCTURED_MODES}, got {structured_mode!r}")
+        self.base_url = base_url
+        self.model = model
+        self._api_key = api_key or "not-needed"
+        self.concurrency = int(concurrency)
+        self.timeout_s = float(timeout_s)
+        self.max_retries = int(max_retries)
+        self.backoff_s = float(backoff_s)
+        self.max_backoff_s = float(max_backoff_s)
+        self.cache = cache
+        self.cache_namespace = cache_namespace
+        self.structured_output = structured_output
+        # the response_format mode every new request starts with; lowered when a server rejects one
+        self.structured_mode = structured_mode if structured_output else "text"
+        self.model_id = model_id if model_id is not None else model
+        self.request_defaults = dict(request_defaults or {})
+        self.progress = progress
+        self.stats: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._states: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState]" = weakref.WeakKeyDictionary()
+        self._closed = False
+
+    def __repr__(self) -> str:  # no api key
+        return f"ChatClient(base_url={self.base_url!r}, model={self.model!r}, concurrency={self.concurrency})"
+
+    # -- requests ----------------------------------------------------------------------------
+    def request(self, messages: Any, **overrides: Any) -> ChatRequest:
+        """A ChatRequest with this client's configured sampling defaults (overridable)."""
+        return ChatRequest(messages, **{**self.request_defaults, **overrides})
+
+    def cache_key(self, req: ChatRequest) -> str:
+        return Cache.key(self.cache_namespace, self.model_id, req.key_fields())
+
+    # -- per-event-loop HTTP client and semaphore ---------------------------------------------
+    def _state(self) -> _LoopState:
+        if self._closed:
+            raise RuntimeError("ChatClient is closed")
+        loop = asyncio.get_running_loop()
+        st = self._states.get(loop)
+        if st is None:
+            http_client = None
+            if _is_loopback(self.base_url):  # never send loopback traffic through an HTTP(S)_PROXY
+                http_client = openai.DefaultAsyncHttpxClient(trust_env=False)
+            client = openai.AsyncOpenAI(
+                base_url=self.base_url,
+                api_key=self._api_key,
+                max_retries=0,
+                timeout=self.timeout_s,
+                http_client=http_client,
+            )
+            st = _LoopState(client, asyncio.Semaphore(self.concurrency))
+            self._states[loop] = st
+        return st
+
+    async def aclose(self) -> None:
+        """Close the HTTP client of the running event loop."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # pragma: no cover
+            return
+        st = self._states.pop(loop, None)
+        if st is not None:
+            await st.client.close()
+
+    def close(self) -> None:
+        """Forget every HTTP client; those of finished loops are already closed."""
+        self._closed = True
+        self._states = weakref.WeakKeyDictionary()
+
+    def __enter__(self) -> "ChatClient":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- counting ----------------------------------------------------------------------------
+    def _count(self, **kw: float) -> None:
+        with self._lock:
+            for k, v in kw.items():
+                self.stats[k] += v
+
+    # -- one HTTP attempt --------------------------------------------------------------------
+    def _response_format(self, req: ChatRequest, mode: str) -> dict | None:
+        """The ``response_format`` to send for ``req`` in structured ``mode`` (None: send none)."""
+        rf = req.response_format
+        if rf is None or mode == "text":
+            return None
+        kind = rf.get("type")
+        full = None
+        if kind == "json_schema" and isinstance(rf.get("json_schema"), Mapping):
+            full, schema = dict(rf), rf["json_schema"].get("schema")  # a full OpenAI response_format
+        elif kind == "json_object":
+            schema = rf.get("schema")
+        elif kind == "text":
+            return None
+        else:
+            schema = dict(rf)  # a JSON schema
+        if mode == "json_schema":
+            if full is not None:
+                return full
+            if schema is None:
+                return {"type": "json_object"}
+            name = re.sub(r"[^A-Za-z0-9_-]", "_", str(schema.get("title") or "response"))[:64]
+            return {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
+        return {"type": "json_object", **({"schema": schema} if schema else {})}
+
+    async def _attempt(self, st: _LoopState, req: ChatRequest, mode: str) -> ChatResult:
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": req.message_dicts(),
+            "temperature": req.temperature,
+            "max_tokens": req.max_tokens,
+        }
+        if req.seed is not None:
+            kwargs["seed"] = req.seed
+        if req.stop:
+            kwargs["stop"] = list(req.stop)
+        rf = self._response_format(req, mode)
+        if rf is not None:
+            kwargs["response_format"] = rf
+        self._count(calls=1)
+        try:
+            async with st.semaphore:
+                resp = await asyncio.wait_for(st.client.chat.completions.create(**kwargs), self.timeout_s)
+        except (asyncio.TimeoutError, openai.APITimeoutError):
+            raise _Retryable(f"timed out after {self.timeout_s:g}s")
+        except openai.APIConnectionError as exc:
+            cause = exc.__cause__ or exc
+            raise _Retryable(f"connection error: {type(cause).__name__}: {_short(cause)}")
+        except openai.APIStatusError as exc:
+            code = exc.status_code
+            msg = f"HTTP {code}: {re.sub(r'^Error code: [0-9]+ - ', '', _short(exc))}"
+            # llama-cpp-python answers an unsupported response_format with a 500 naming it
+            if rf is not None and (code in (400, 422) or "response_format" in str(exc)):
+                raise _FormatRejected(msg)
+            if code == 429:
+                raise _Retryable(msg, parse_retry_after(exc.response.headers))
+            if code >= 500 or code == 408:
+                raise _Retryable(msg, parse_retry_after(exc.response.headers) if code == 503 else None)
+            raise _Final(msg)
+        except openai.APIResponseValidationError as exc:
+            raise _Retryable(f"malformed response: {_short(exc)}")
+        except json.JSONDecodeError as exc:
+            raise _Retryable(f"malformed response (invalid JSON): {_short(exc)}")
+        choices = getattr(resp, "choices", None)
+        if isinstance(resp, (str, bytes)) or not choices:
+            raise _Retryable(f"malformed response (no choices): {_short(Exception(repr(resp)[:200]))}")
+        try:
+            choice = choices[0]
+            text = choice.message.content
+            finish = getattr(choice, "finish_reason", None)
+        except (AttributeError, IndexError, TypeError) as exc:
+            raise _Retryable(f"malformed response: {_short(exc)}")
+        if text is None:
+            raise _Retryable("malformed response (no message content)")
+        usage = getattr(resp, "usage", None)
+        pt = int(getattr(usage, "prompt_tokens", 0) or 0) if usage else 0
+        ct = int(getattr(usage, "completion_tokens", 0) or 0) if usage else 0
+        return ChatResult(text=text, prompt_tokens=pt, completion_tokens=ct, finish_reason=finish)
+
+    def _backoff(self, key: str, retry: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(retry_after, self.max_backoff_s)
+        base = min(self.max_backoff_s, self.backoff_s * (2 ** (retry - 1)))
+        frac = int(hashlib.sha256(f"{key}:{retry}".encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
+        return base * (0.5 + 0.5 * frac)  # "equal jitter", deterministic per request and retry
+
+    async def _call(self, req: ChatRequest, key: str) -> ChatResult:
+        """The request against the server, with retries; never raises for server trouble."""
+        st = self._state()
+        t0 = time.perf_counter()
+        mode = self.structured_mode if req.response_format is not None else "text"
+        retry = 0
+        error = "no attempt made"
+        while True:
+            try:
+                result = await self._attempt(st, req, mode)
+            except _FormatRejected as exc:
+                nxt = STRUCTURED_MODES.index(mode) + 1
+                log.info("server rejected response_format mode %r (%s); trying %r", mode, exc, STRUCTURED_MODES[nxt])
+                mode = STRUCTURED_MODES[nxt]
+                self._count(structured_fallbacks=1)
+                continue
+            except _Final as exc:
+                error = str(exc)
+                break
+            except _Retryable as exc:
+                error = str(exc)
+                if retry >= self.max_retries:
+                    break
+                retry += 1
+                delay = self._backoff(key, retry, exc.retry_after)
+                log.debug("retry %d/%d in %.2fs after %s", retry, self.max_retries, delay, error)
+                self._count(retries=1)
+                await asyncio.sleep(delay)
+                continue
+            # success
+            if req.response_format is not None and mode != self.structured_mode:
+                with self._lock:
+                    if STRUCTURED_MODES.index(mode) > STRUCTURED_MODES.index(self.structured_mode):
+                        log.warning(
+                            "%s does not accept response_format as %r; using %r from now on",
+                            self.base_url, self.structured_mode, mode,
+                        )
+                        self.structured_mode = mode
+            result.seconds = time.perf_counter() - t0
+            self._count(
+                prompt_tokens=result.prompt_tokens,
+                completion_tokens=result.completion_tokens,
+                seconds=result.seconds,
+            )
+            return result
+        seconds = time.perf_counter() - t0
+        attempts = retry + 1
+        error = f"{error} (after {attempts} attempt{'s' if attempts > 1 else ''})"
+        log.warning("chat request to %s failed: %s", self.base_url, error)
+        self._count(failures=1, seconds=seconds)
+        return ChatResult(text=None, error=error, seconds=seconds)
+
+    # -- cache -------------------------------------------------------------------------------
+    def _cached(self, key: str) -> ChatResult | None:
+        if self.cache is None:
+            return None
+        hit = self.cache.get(self.cache_namespace, key)
+        return None if hit is MISSING else self._from_cache(hit)
+
+    @staticmethod
+    def _from_cache(value: Mapping[str, Any]) -> ChatResult:
+        return ChatResult(
+            text=value["text"],
+            prompt_tokens=value.get("prompt_tokens", 0),
+            completion_tokens=value.get("completion_tokens", 0),
+            seconds=value.get("seconds", 0.0),
+            finish_reason=value.get("finish_reason"),
+            cached=True,
+        )
+
+    def _store(self, key: str, result: ChatResult) -> None:
+        if self.cache is None or not result.ok:
+            return
+        self.cache.put(
+            self.cache_namespace,
+            key,
+            {
+                "text": result.text,
+                "prompt_tokens": result.prompt_tokens,
+                "completion_tokens": result.completion_tokens,
+                "seconds": result.seconds,
+                "finish_reason": result.finish_reason,
+            },
+        )
+
+    # -- public API --------------------------------------------------------------------------
+    async def achat(self, req: ChatRequest) -> ChatResult:
+        self._count(requests=1)
+        key = self.cache_key(req)
+        hit = self._cached(key)
+        if hit is not None:
+            self._count(cache_hits=1)
+            return hit
+        result = await self._call(req, key)
+        self._store(key, result)
+        return result
+
+    def chat(self, req: ChatRequest) -> ChatResult:
+        """One request from sync code (no progress bar)."""
+        return self._run_sync(self.achat(req))
+
+    def chat_many(self, reqs: Sequence[ChatRequest], desc: str = "generating") -> list[ChatResult]:
+        """Results of ``reqs`` in input order; runs from sync code, even inside a running loop."""
+        reqs = list(reqs)
+        if not reqs:
+            return []
+        return self._run_sync(self._many(reqs, desc))
+
+    def _run_sync(self, coro: Any) -> Any:
+        async def run() -> Any:
+            try:
+                return await coro
+            finally:
+                await self.aclose()  # this loop ends here: close its HTTP client with it
+
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(run())
+        # called from async code (a notebook, an async caller): run in a worker thread's own loop
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ragsweep-chat") as pool:
+            return pool.submit(asyncio.run, run()).result()
+
+    async def achat_many(self, reqs: Sequence[ChatRequest], desc: str = "generating") -> list[ChatResult]:
+        return await self._many(list(reqs), desc)
+
+    async def _many(self, reqs: list[ChatRequest], desc: str) -> list[ChatResult]:
+        from tqdm.auto import tqdm
+
+        keys = [self.cache_key(r) for r in reqs]
+        self._count(requests=len(reqs))
+        results: list[ChatResult | None] = [None] * len(reqs)
+        found = self.cache.get_many(self.cache_namespace, keys) if self.cache is not None else {}
+        todo: dict[str, list[int]] = {}
+        for i, k in enumerate(keys):
+            if k in found:
+                results[i] = self._from_cache(found[k])
+            else:
+                todo.setdefault(k, []).append(i)
+        hits = len(reqs) - sum(len(v) for v in todo.values())
+        self._count(cache_hits=hits, deduplicated=sum(len(v) - 1 for v in todo.values()))
+        disable = None if self.progress is None else not self.progress
+        with tqdm(total=len(reqs), initial=hits, desc=desc, unit="req", disable=disable, leave=False) as bar:
+
+            async def one(key: str, idx: list[int]) -> None:
+                res = await self._call(reqs[idx[0]], key)
+                self._store(key, res)
+                for n, i in enumerate(idx):
+                    results[i] = res if n == 0 else replace(res)
+                bar.update(len(idx))
+
+            await asyncio.gather(*(one(k, idx) for k, idx in todo.items()))
+        return results  # type: ignore[return-value]
