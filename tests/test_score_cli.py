@@ -156,8 +156,9 @@ def test_input_without_claims_goes_through_evaluate_records(monkeypatch, capsys)
 
     def evaluate_records(records, extractor, checker, **options):
         calls.append((extractor, checker, options))
-        return [{**r, **{f: golden[r["query_id"]][f] for f in
-                         ("response_claims", "gt_answer_claims", *MATRIX_FIELDS)}} for r in records]
+        scored = [{**r, **{f: golden[r["query_id"]][f] for f in
+                           ("response_claims", "gt_answer_claims", *MATRIX_FIELDS)}} for r in records]
+        return scored, {}
 
     fake = types.ModuleType("ragsweep.evaluator.pipeline")
     fake.evaluate_records = evaluate_records

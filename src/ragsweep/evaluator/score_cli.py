@@ -70,7 +70,8 @@ def _run_pipeline(records: list[dict], args: argparse.Namespace) -> list[dict]:
         options["base_url"] = args.base_url
     if args.model is not None:
         options["model"] = args.model
-    return list(evaluate_records(records, **options))
+    scored, _metrics = evaluate_records(records, **options)  # (records, aggregate metrics)
+    return list(scored)
 
 
 def score(args: argparse.Namespace) -> dict[str, Any]:

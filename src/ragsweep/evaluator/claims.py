@@ -1,0 +1,385 @@
+"""Claim extraction: ``extract(text, question=None) -> list[claim]``.
+
+A claim is a string (a statement) or a list of strings (a RefChecker-style ``[subject, predicate,
+object]`` triplet, as in RAGChecker's output files). Two extractors share one interface:
+
+- :class:`OfflineExtractor` - deterministic, no model: the text is split into sentences
+  (:func:`ragsweep.text.sentence_spans`), then each sentence into clauses at ``;`` and at a
+  comma or conjunction that joins two clauses (``", and"``, ``", but"``, ``" whereas "``, ...),
+  keeping a split only when both sides have at least ``min_words`` words. Every claim is a
+  substring of the text: ``text[s:e]`` for a span of :meth:`OfflineExtractor.spans`.
+- :class:`LLMExtractor` - through the judge (:class:`ragsweep.evaluator.judge.Judge`) with
+  JSON-schema output ``{"claims": [...]}``; ``claim_format`` ``triplet`` (RefChecker) or
+  ``sentence`` (RAGAS statements).
+
+:func:`extract_cached` runs an extractor over many texts with the shared cache: stage
+``"claims"``, key = (extractor id, text[, question when the extractor's prompt shows it]), so the
+claims of a ground-truth answer are extracted once and shared by every system of a sweep. Only
+successful extractions are stored; a failed one (``None``) is retried by the next run.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections import Counter
+from dataclasses import asdict, dataclass
+from typing import Any, Sequence, Union
+
+from ragsweep.text import sentence_spans
+
+Claim = Union[str, list]
+
+#: Bumped whenever the offline splitting rules change (part of the cache key).
+OFFLINE_VERSION = 1
+#: Bumped whenever an LLM extraction prompt changes (part of the cache key).
+LLM_PROMPT_VERSION = 1
+CLAIM_FORMATS = ("triplet", "sentence")
+
+# Where a sentence may be cut into two clauses: "; " anywhere, a comma followed by a
+# coordinating/contrasting conjunction, or a contrasting conjunction on its own. The
+# conjunction is dropped from both clauses ("It rained, but the match went ahead" ->
+# "It rained" + "the match went ahead").
+_CLAUSE = re.compile(
+    r";\s+"
+    r"|,\s+(?:and|but|yet|so|while|whereas|although|though|because|since)\s+"
+    r"|\s+(?:but|whereas|although|though)\s+",
+    re.IGNORECASE,
+)
+_WORDS = re.compile(r"\w+", re.UNICODE)
+_TRAIL = ",;:-\u2013\u2014 \t\r\n"
+
+
+def claim_text(claim: Any) -> str:
+    """The text a claim is checked as: a string as is, a triplet's parts joined by spaces."""
+    if isinstance(claim, str):
+        return claim
+    if isinstance(claim, (list, tuple)):
+        return " ".join(str(p).strip() for p in claim if str(p).strip())
+    raise TypeError(f"a claim is a string or a list of strings, got {type(claim).__name__}")
+
+
+def _n_words(text: str) -> int:
+    return len(_WORDS.findall(text))
+
+
+def _trim(text: str, s: int, e: int) -> tuple[int, int]:
+    while s < e and text[s].isspace():
+        s += 1
+    while e > s and text[e - 1] in _TRAIL:
+        e -= 1
+    return s, e
+
+
+def _config_from(schema: type, kwargs: dict, prefix: str) -> Any:
+    from ragsweep.retriever.base import build_config
+
+    return build_config(schema, kwargs, prefix)
+
+
+def _positive_int(value: Any, name: str, low: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+
+
+class OfflineExtractor:
+    """Deterministic sentence + clause splitter; claims are substrings of the text."""
+
+    @dataclass
+    class Config:
+        split_clauses: bool = True
+        min_words: int = 3  # a split is kept only when both clauses have this many words
+
+        def __post_init__(self) -> None:
+            if not isinstance(self.split_clauses, bool):
+                raise ValueError(
+                    f"evaluator.extractor.split_clauses must be true or false, got {self.split_clauses!r}"
+                )
+            _positive_int(self.min_words, "evaluator.extractor.min_words")
+
+    name = "offline"
+    uses_question = False
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.config = _config_from(self.Config, kwargs, "evaluator.extractor")
+        self.stats: Counter[str] = Counter()
+
+    def __repr__(self) -> str:
+        return f"OfflineExtractor({self.config})"
+
+    @property
+    def cache_id(self) -> dict[str, Any]:
+        return {"extractor": "offline", "version": OFFLINE_VERSION, **asdict(self.config)}
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """Character spans ``[start, end)`` of the claims, ordered and disjoint."""
+        out: list[tuple[int, int]] = []
+        for s, e in sentence_spans(text):
+            pieces = [(s, e)]
+            if self.config.split_clauses:
+                pieces = self._clauses(text, s, e)
+            for ps, pe in pieces:
+                ps, pe = _trim(text, ps, pe)
+                if pe > ps and _WORDS.search(text, ps, pe):
+                    out.append((ps, pe))
+        return out
+
+    def _clauses(self, text: str, s: int, e: int) -> list[tuple[int, int]]:
+        pieces: list[tuple[int, int]] = []
+        start = s
+        sentence = text[s:e]
+        for m in _CLAUSE.finditer(sentence):
+            cut, nxt = s + m.start(), s + m.end()
+            left = text[start:cut]
+            right = text[nxt:e]
+            if _n_words(left) >= self.config.min_words and _n_words(right) >= self.config.min_words:
+                pieces.append((start, cut))
+                start = nxt
+        pieces.append((start, e))
+        return pieces
+
+    def extract(self, text: str, question: str | None = None) -> list[str]:
+        if not isinstance(text, str):
+            raise TypeError(f"extract() needs a string, got {type(text).__name__}")
+        return [text[s:e] for s, e in self.spans(text)]
+
+    def extract_many(
+        self, texts: Sequence[str], questions: Sequence[str | None] | None = None
+    ) -> list[list[str] | None]:
+        self.stats["extractions"] += len(texts)
+        return [self.extract(t) for t in texts]
+
+
+# --------------------------------------------------------------------------------------------
+# LLM extractor
+# --------------------------------------------------------------------------------------------
+TRIPLET_PROMPT = """\
+Given a question and a text that answers it, extract every factual claim that the text makes, \
+as knowledge triplets [subject, predicate, object] (RefChecker style). Each triplet must stand \
+on its own: write names in full instead of pronouns. Do not add anything the text does not \
+say. If the text makes no factual claim, return an empty list.
+
+Example
+question: How long is the Nile?
+text: The Nile is about 6,650 km long. It flows through eleven countries.
+output: {{"claims": [["Nile", "is about", "6,650 km long"], ["Nile", "flows through", "eleven countries"]]}}
+
+question: {question}
+text: {text}
+
+Answer with a JSON object {{"claims": [[subject, predicate, object], ...]}} and nothing else."""
+
+# The RAGAS statement prompt (Es et al., 2023, sec. 3) with its demonstration and a JSON answer.
+SENTENCE_PROMPT = """\
+Given a question and answer, create one or more statements from each sentence in the given answer.
+
+Example
+question: How long is the Nile?
+answer: The Nile is about 6,650 km long and flows through eleven countries.
+output: {{"claims": ["The Nile is about 6,650 km long.", "The Nile flows through eleven countries."]}}
+
+question: {question}
+answer: {text}
+
+Each statement must stand on its own (no pronouns) and say only what the answer says. If the \
+answer makes no statement, return an empty list. Answer with a JSON object \
+{{"claims": [statement, ...]}} and nothing else."""
+
+
+def claims_schema(claim_format: str) -> dict[str, Any]:
+    if claim_format == "triplet":
+        item: dict[str, Any] = {
+            "type": "array",
+            "items": {"type": "string"},
+            "minItems": 3,
+            "maxItems": 3,
+        }
+    else:
+        item = {"type": "string"}
+    return {
+        "title": f"claims_{claim_format}",
+        "type": "object",
+        "properties": {"claims": {"type": "array", "items": item}},
+        "required": ["claims"],
+    }
+
+
+def parse_claims(text: str | None, claim_format: str) -> list[Claim] | None:
+    """The claims of a judge answer ``{"claims": [...]}``; None when it does not parse.
+
+    Triplets must be lists of three non-empty strings, statements non-empty strings; one bad
+    item makes the whole answer unparsable (it is retried, never half-used).
+    """
+    from ragsweep.evaluator.judge import parse_json_object
+
+    obj = parse_json_object(text)
+    if obj is None or not isinstance(obj.get("claims"), list):
+        return None
+    out: list[Claim] = []
+    for item in obj["claims"]:
+        if claim_format == "triplet":
+            if not (isinstance(item, list) and len(item) == 3 and all(isinstance(p, str) for p in item)):
+                return None
+            parts = [p.strip() for p in item]
+            if not all(parts):
+                return None
+            out.append(parts)
+        else:
+            if not isinstance(item, str) or not item.strip():
+                return None
+            out.append(item.strip())
+    return out
+
+
+class LLMExtractor:
+    """Claims extracted by the judge model, as triplets or statements (see the module doc)."""
+
+    @dataclass
+    class Config:
+        claim_format: str = "triplet"  # triplet | sentence
+        max_tokens: int = 512
+        use_question: bool = True  # show the question in the prompt (then it is part of the key)
+
+        def __post_init__(self) -> None:
+            if self.claim_format not in CLAIM_FORMATS:
+                raise ValueError(
+                    f"evaluator.extractor.claim_format must be one of {', '.join(CLAIM_FORMATS)}, "
+                    f"got {self.claim_format!r}"
+                )
+            _positive_int(self.max_tokens, "evaluator.extractor.max_tokens")
+            if not isinstance(self.use_question, bool):
+                raise ValueError(
+                    f"evaluator.extractor.use_question must be true or false, got {self.use_question!r}"
+                )
+
+    name = "llm"
+
+    def __init__(self, judge: Any = None, **kwargs: Any) -> None:
+        self.config = _config_from(self.Config, kwargs, "evaluator.extractor")
+        self.judge = judge
+        self.stats: Counter[str] = Counter()
+
+    def __repr__(self) -> str:
+        return f"LLMExtractor({self.config}, judge={self.judge!r})"
+
+    @property
+    def uses_question(self) -> bool:
+        return self.config.use_question
+
+    @property
+    def cache_id(self) -> dict[str, Any]:
+        if self.judge is None:
+            raise RuntimeError("LLMExtractor needs a judge (evaluator.judge)")
+        return {
+            "extractor": "llm",
+            "prompt_version": LLM_PROMPT_VERSION,
+            **asdict(self.config),
+            "judge": self.judge.identity,
+        }
+
+    def prompt(self, text: str, question: str | None) -> str:
+        template = TRIPLET_PROMPT if self.config.claim_format == "triplet" else SENTENCE_PROMPT
+        q = question if (self.config.use_question and question) else "(not given)"
+        return template.format(question=q, text=text)
+
+    def extract(self, text: str, question: str | None = None) -> list[Claim] | None:
+        return self.extract_many([text], [question])[0]
+
+    def extract_many(
+        self, texts: Sequence[str], questions: Sequence[str | None] | None = None
+    ) -> list[list[Claim] | None]:
+        """Claims per text; ``None`` where the judge failed (after its retries). A blank text
+        has no claims and costs no call."""
+        if self.judge is None:
+            raise RuntimeError("LLMExtractor needs a judge (evaluator.judge)")
+        from ragsweep.evaluator.judge import JudgeItem
+
+        questions = list(questions) if questions is not None else [None] * len(texts)
+        out: list[list[Claim] | None] = [None] * len(texts)
+        items, where = [], []
+        fmt = self.config.claim_format
+        for i, (text, q) in enumerate(zip(texts, questions)):
+            if not text or not text.strip():
+                out[i] = []
+                continue
+            items.append(
+                JudgeItem(
+                    messages=[("user", self.prompt(text, q))],
+                    schema=claims_schema(fmt),
+                    parse=lambda t, fmt=fmt: parse_claims(t, fmt),
+                    max_tokens=self.config.max_tokens,
+                )
+            )
+            where.append(i)
+        self.stats["extractions"] += len(items)
+        for i, claims in zip(where, self.judge.ask(items, desc="extracting claims")):
+            out[i] = claims
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+# cached extraction
+# --------------------------------------------------------------------------------------------
+def extractor_id(extractor: Any) -> Any:
+    """What names an extractor in cache keys: its ``cache_id``, else its class and config."""
+    cid = getattr(extractor, "cache_id", None)
+    if cid is not None:
+        return cid
+    cls = type(extractor)
+    config = getattr(extractor, "config", None)
+    try:
+        config = asdict(config) if config is not None else None
+    except TypeError:
+        config = repr(config)
+    return {"class": f"{cls.__module__}.{cls.__qualname__}", "config": config}
+
+
+def extract_cached(
+    extractor: Any,
+    texts: Sequence[str],
+    questions: Sequence[str | None] | None = None,
+    cache: Any = None,
+    stats: Counter | None = None,
+) -> list[list[Claim] | None]:
+    """Claims of every text, through the cache (stage ``"claims"``); identical (text, question)
+    inputs are extracted once. ``stats`` gets ``cache_hits`` and ``extractions``."""
+    from ragsweep.cache import Cache
+
+    stats = stats if stats is not None else Counter()
+    questions = list(questions) if questions is not None else [None] * len(texts)
+    use_q = bool(getattr(extractor, "uses_question", False))
+    eid = extractor_id(extractor) if cache is not None else None
+    inputs = [(t, q if use_q else None) for t, q in zip(texts, questions)]
+    unique = list(dict.fromkeys(inputs))
+    keys = {u: Cache.key("claims", eid, u[0], u[1]) for u in unique} if cache is not None else {}
+    found = cache.get_many("claims", keys.values()) if cache is not None else {}
+    result: dict[tuple, Any] = {u: found[keys[u]] for u in unique if cache is not None and keys[u] in found}
+    stats["cache_hits"] += len(result)
+    todo = [u for u in unique if u not in result]
+    if todo:
+        stats["extractions"] += len(todo)
+        claims = extractor.extract_many([t for t, _ in todo], [q for _, q in todo])
+        if len(claims) != len(todo):
+            raise RuntimeError(f"{extractor!r} returned {len(claims)} results for {len(todo)} texts")
+        new = {}
+        for u, c in zip(todo, claims):
+            result[u] = c
+            if c is not None:
+                new[keys.get(u)] = c
+            else:
+                stats["extraction_failures"] += 1
+        if cache is not None and new:
+            cache.put_many("claims", new)
+    return [copy.deepcopy(result[u]) for u in inputs]
+
+
+__all__ = [
+    "Claim",
+    "LLMExtractor",
+    "OfflineExtractor",
+    "claim_text",
+    "claims_schema",
+    "extract_cached",
+    "extractor_id",
+    "parse_claims",
+]

@@ -1,0 +1,338 @@
+"""RAGAS (Es et al., 2023, sec. 3): faithfulness, answer relevance, context relevance, in [0, 1].
+
+With a judge (``evaluator.judge`` set), as in the paper:
+
+- ``ragas/faithfulness`` = |supported statements| / |statements|: the statements are the response
+  claims of the configured extractor and "supported" = entailed by at least one retrieved chunk
+  according to the configured checker (the same ``retrieved2response`` checks as RAGChecker's
+  faithfulness, whose Appendix-B value is 0 rather than NaN for a response without claims).
+- ``ragas/answer_relevance`` = mean cosine similarity between the question and ``n_questions``
+  questions the judge writes for the answer (the paper's prompt), embedded with
+  ``embedding_model`` (default: the bundled all-MiniLM-L6-v2 instead of the paper's
+  text-embedding-ada-002).
+- ``ragas/context_relevance`` = |context sentences the judge extracts as needed for the question|
+  / |context sentences|. The paper's prompt is used, but the context is shown split into keyed
+  sentences (``0a``, ``0b`` ... as TRACe) and the judge answers with the keys, so that the
+  extracted sentences can be counted exactly instead of being matched back from rewritten text.
+
+Without a judge (the offline evaluator) two of them are honest substitutes, not RAGAS:
+
+- faithfulness: unchanged (statements = offline claims, support = the offline checker);
+- answer relevance -> cosine(question, answer) with the embedding model (no generated questions);
+- context relevance -> share of context sentences whose cosine with the question is at least
+  ``context_threshold`` (default 0.5, all-MiniLM-L6-v2).
+
+Undefined values are NaN: faithfulness with no statement or a failed check, context relevance
+without context, any LLM variant whose judge answer failed. An empty response has answer
+relevance 0 (it does not address the question).
+
+Embeddings are cached per (model, text) under stage ``"embeddings"`` with the key that the dense
+retriever and the offline checker use; judge outputs (generated questions, extracted sentence
+keys) under stage ``"ragas"`` after they parsed.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+from collections import Counter
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+_NAN = float("nan")
+PROMPT_VERSION = 1
+METRICS = ("faithfulness", "answer_relevance", "context_relevance")
+
+# Paper, sec. 3 "Answer relevance" (verbatim), then how to answer.
+ANSWER_RELEVANCE_PROMPT = """\
+Generate a question for the given answer.
+answer: {answer}
+
+Write {n} different questions that this answer would answer. Answer with a JSON object \
+{{"questions": [question, ...]}} holding exactly {n} questions, and nothing else."""
+
+# Paper, sec. 3 "Context relevance" (verbatim), with the context split into keyed sentences.
+CONTEXT_RELEVANCE_PROMPT = """\
+Please extract relevant sentences from the provided context that can potentially help answer the \
+following question. If no relevant sentences are found, or if you believe the question cannot be \
+answered from the given context, return the phrase "Insufficient Information". While extracting \
+candidate sentences you're not allowed to make any changes to sentences from given context.
+
+question: {question}
+
+context (each sentence starts with its key):
+{context}
+
+Answer with a JSON object {{"sentence_keys": [key, ...]}} listing the keys of the extracted \
+sentences (an empty list for "Insufficient Information"), and nothing else."""
+
+
+# --------------------------------------------------------------------------------------------
+# embeddings
+# --------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=4)
+def _load_sentence_transformer(model: str, device: str) -> Any:
+    from sentence_transformers import SentenceTransformer
+
+    if model == "minilm":
+        from ragsweep.retriever.dense import minilm_path
+
+        prev = os.environ.get("HF_HUB_OFFLINE")
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        try:
+            return SentenceTransformer(minilm_path(), device=device)
+        finally:
+            if prev is None:
+                os.environ.pop("HF_HUB_OFFLINE", None)
+            else:
+                os.environ["HF_HUB_OFFLINE"] = prev
+    return SentenceTransformer(model, device=device)
+
+
+class Embedder:
+    """Unit-norm sentence embeddings (sentence-transformers), cached per (model, text).
+
+    ``model``: ``"minilm"`` (the bundled all-MiniLM-L6-v2, loaded offline) or any
+    sentence-transformers name or path. The model loads on the first text not in the cache.
+    """
+
+    def __init__(self, model: str = "minilm", device: str = "cpu", batch_size: int = 64, cache: Any = None):
+        self.model = model
+        self.device = device
+        self.batch_size = batch_size
+        self.cache = cache
+        self.stats: Counter[str] = Counter()
+
+    def __repr__(self) -> str:
+        return f"Embedder(model={self.model!r})"
+
+    @property
+    def model_key(self) -> str:
+        from ragsweep.retriever.dense import model_id
+
+        # the key the dense retriever (max_seq_length null) and the offline checker use
+        return f"{model_id(self.model)}|max_seq_length=None"
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """``(len(texts), dim)`` float32, each row L2-normalised."""
+        texts = [str(t) for t in texts]
+        unique = list(dict.fromkeys(texts))
+        vecs: dict[str, np.ndarray] = {}
+        keys: dict[str, str] = {}
+        cache = self.cache
+        if cache is not None and unique:
+            keys = {t: cache.key("embeddings", self.model_key, t) for t in unique}
+            found = cache.get_many("embeddings", keys.values())
+            vecs = {t: np.asarray(found[keys[t]], dtype=np.float32) for t in unique if keys[t] in found}
+        todo = [t for t in unique if t not in vecs]
+        self.stats["cached"] += len(unique) - len(todo)
+        self.stats["encoded"] += len(todo)
+        if todo:
+            model = _load_sentence_transformer(self.model, self.device)
+            emb = model.encode(todo, batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False)
+            new = dict(zip(todo, np.asarray(emb, dtype=np.float32)))
+            vecs.update(new)
+            if cache is not None:
+                cache.put_many("embeddings", {keys[t]: v for t, v in new.items()})
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        out = np.stack([vecs[t] for t in texts]).astype(np.float32)
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.maximum(norms, 1e-12)
+
+
+# --------------------------------------------------------------------------------------------
+# metrics
+# --------------------------------------------------------------------------------------------
+def faithfulness(supported: Sequence[bool | None] | None) -> float:
+    """|supported statements| / |statements|; NaN with no statement or an unknown (None) one."""
+    if supported is None:
+        return _NAN
+    flags = list(supported)
+    if not flags or any(f is None for f in flags):
+        return _NAN
+    return sum(1 for f in flags if f) / len(flags)
+
+
+def _cosines(embedder: Any, anchor: str, others: Sequence[str]) -> np.ndarray:
+    vecs = embedder.encode([anchor, *others])
+    return vecs[1:] @ vecs[0]
+
+
+def questions_schema(n: int) -> dict[str, Any]:
+    return {
+        "title": "questions",
+        "type": "object",
+        "properties": {
+            "questions": {"type": "array", "items": {"type": "string"}, "minItems": n, "maxItems": n}
+        },
+        "required": ["questions"],
+    }
+
+
+SENTENCE_KEYS_SCHEMA: dict[str, Any] = {
+    "title": "sentence_keys",
+    "type": "object",
+    "properties": {"sentence_keys": {"type": "array", "items": {"type": "string"}}},
+    "required": ["sentence_keys"],
+}
+
+
+def parse_questions(text: str | None, n: int) -> list[str] | None:
+    from ragsweep.evaluator.judge import parse_json_object
+
+    obj = parse_json_object(text)
+    qs = obj.get("questions") if obj else None
+    if not isinstance(qs, list) or len(qs) != n or not all(isinstance(q, str) and q.strip() for q in qs):
+        return None
+    return [q.strip() for q in qs]
+
+
+def parse_sentence_keys(text: str | None) -> list[str] | None:
+    from ragsweep.evaluator.judge import parse_json_object
+
+    obj = parse_json_object(text)
+    keys = obj.get("sentence_keys") if obj else None
+    if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+        return None
+    return [k.strip().rstrip(".") for k in keys if k.strip()]
+
+
+class Ragas:
+    """The three RAGAS metrics of many examples; LLM variants when ``judge`` is given."""
+
+    def __init__(
+        self,
+        judge: Any = None,
+        embedder: Any = None,
+        n_questions: int = 3,
+        context_threshold: float = 0.5,
+        max_tokens: int = 256,
+    ):
+        self.judge = judge
+        self.embedder = embedder if embedder is not None else Embedder()
+        self.n_questions = int(n_questions)
+        self.context_threshold = float(context_threshold)
+        self.max_tokens = int(max_tokens)
+
+    def _judge_cached(self, kind: str, items: list[tuple[Any, Any]], cache: Any, stats: Counter) -> list[Any]:
+        """``items``: (key parts, JudgeItem); parsed results through the cache (stage "ragas")."""
+        from ragsweep.cache import Cache
+
+        jid = {"ragas": kind, "prompt_version": PROMPT_VERSION, "judge": self.judge.identity}
+        keys = [Cache.key("ragas", jid, parts) for parts, _ in items]
+        found = cache.get_many("ragas", keys) if cache is not None else {}
+        stats["cache_hits"] += sum(1 for k in dict.fromkeys(keys) if k in found)
+        todo: dict[str, int] = {}
+        for i, k in enumerate(keys):
+            if k not in found and k not in todo:
+                todo[k] = i
+        answers = self.judge.ask([items[i][1] for i in todo.values()], desc=f"RAGAS {kind}") if todo else []
+        new = {k: a for k, a in zip(todo, answers) if a is not None}
+        if cache is not None and new:
+            cache.put_many("ragas", new)
+        got = {**found, **new}
+        return [got.get(k) for k in keys]
+
+    def score(self, examples: Sequence[Mapping[str, Any]], cache: Any = None,
+              stats: Counter | None = None) -> list[dict[str, Any]]:
+        """Per example ``{"faithfulness", "answer_relevance", "context_relevance"}`` (plus
+        ``generated_questions`` / ``context_sentence_keys`` with a judge).
+
+        Each example: ``question``, ``response``, ``sentences`` (the keyed context sentences,
+        ``[(key, text), ...]``) and ``supported`` (per response claim True/False/None, or None
+        when the claims are unknown).
+        """
+        from ragsweep.evaluator.judge import JudgeItem
+
+        stats = stats if stats is not None else Counter()
+        if self.embedder is not None and getattr(self.embedder, "cache", None) is None and cache is not None:
+            try:
+                self.embedder.cache = cache
+            except AttributeError:  # pragma: no cover - a stand-in without the attribute
+                pass
+        out: list[dict[str, Any]] = [
+            {"faithfulness": faithfulness(ex.get("supported"))} for ex in examples
+        ]
+        if self.judge is None:
+            for ex, res in zip(examples, out):
+                q, a = str(ex.get("question") or ""), str(ex.get("response") or "")
+                res["answer_relevance"] = float(_cosines(self.embedder, q, [a])[0]) if a.strip() else 0.0
+                sents = [t for _, t in ex.get("sentences") or []]
+                if sents:
+                    cos = _cosines(self.embedder, q, sents)
+                    res["context_relevance"] = float(np.mean(cos >= self.context_threshold))
+                else:
+                    res["context_relevance"] = _NAN
+            return out
+
+        n = self.n_questions
+        # answer relevance: the judge writes n questions for each (non-empty) answer
+        q_items, q_where = [], []
+        for i, ex in enumerate(examples):
+            a = str(ex.get("response") or "")
+            if not a.strip():
+                out[i]["answer_relevance"] = 0.0
+                out[i]["generated_questions"] = []
+                continue
+            q_items.append(((n, a), JudgeItem(
+                messages=[("user", ANSWER_RELEVANCE_PROMPT.format(answer=a, n=n))],
+                schema=questions_schema(n),
+                parse=lambda t, n=n: parse_questions(t, n),
+                max_tokens=self.max_tokens,
+            )))
+            q_where.append(i)
+        # context relevance: the judge picks the needed sentences (by key)
+        c_items, c_where = [], []
+        for i, ex in enumerate(examples):
+            sents = list(ex.get("sentences") or [])
+            if not sents:
+                out[i]["context_relevance"] = _NAN
+                out[i]["context_sentence_keys"] = []
+                continue
+            q = str(ex.get("question") or "")
+            context = "\n".join(f"{k}. {t}" for k, t in sents)
+            c_items.append(((q, [list(s) for s in sents]), JudgeItem(
+                messages=[("user", CONTEXT_RELEVANCE_PROMPT.format(question=q, context=context))],
+                schema=SENTENCE_KEYS_SCHEMA,
+                parse=parse_sentence_keys,
+                max_tokens=self.max_tokens,
+            )))
+            c_where.append(i)
+        for i, qs in zip(q_where, self._judge_cached("questions", q_items, cache, stats)):
+            out[i]["generated_questions"] = qs
+            if qs is None:
+                out[i]["answer_relevance"] = _NAN
+            else:
+                cos = _cosines(self.embedder, str(examples[i].get("question") or ""), qs)
+                out[i]["answer_relevance"] = float(np.mean(cos))
+        for i, keys in zip(c_where, self._judge_cached("context", c_items, cache, stats)):
+            out[i]["context_sentence_keys"] = keys
+            if keys is None:
+                out[i]["context_relevance"] = _NAN
+            else:
+                valid = {k for k, _ in examples[i]["sentences"]}
+                picked = [k for k in dict.fromkeys(keys) if k in valid]
+                out[i]["context_relevance"] = len(picked) / len(valid)
+        return out
+
+
+def aggregate(per_example: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Mean of each metric over the examples where it is defined (NaN when none)."""
+    res = {}
+    for m in METRICS:
+        vals = [float(e[m]) for e in per_example if e.get(m) is not None and not math.isnan(float(e[m]))]
+        res[m] = sum(vals) / len(vals) if vals else _NAN
+    return res
+
+
+__all__ = [
+    "ANSWER_RELEVANCE_PROMPT",
+    "CONTEXT_RELEVANCE_PROMPT",
+    "Embedder",
+    "Ragas",
+    "aggregate",
+    "faithfulness",
+]
