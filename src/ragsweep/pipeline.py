@@ -107,6 +107,8 @@ def run_system(cfg: DictConfig, parent_run_id: str | None = None, server: Any = 
     validated = validate(cfg)  # before any work: a bad config starts nothing and logs nothing
     top = validated["top"]
     timer = StageTimer()
+    with timer("load"):  # bad input data also fails here, before a run or a server exists
+        dataset = instantiate(cfg.dataset).load()
     resolved = OmegaConf.to_container(cfg, resolve=True)
     resolved.pop("hydra", None)
 
@@ -125,17 +127,20 @@ def run_system(cfg: DictConfig, parent_run_id: str | None = None, server: Any = 
         with _Signals():
             tracker.log_params({**flatten(resolved), **short_params(cfg)})
             tracker.log_json(resolved, "config.json")
-            metrics = _run(cfg, top, timer, tracker, server)
+            metrics = _run(cfg, top, dataset, timer, tracker, server)
         status = "FINISHED"
         return metrics
     except KeyboardInterrupt:
         status = "KILLED"
         raise
+    except Exception as exc:  # the reason stays with the FAILED run, visible in the MLflow UI
+        tracker.set_tags({"ragsweep.error": f"{type(exc).__name__}: {exc}"[:4000]})
+        raise
     finally:
         tracker.end(status)
 
 
-def _run(cfg: DictConfig, top: Any, timer: StageTimer, tracker: Tracker, server: Any) -> dict[str, Any]:
+def _run(cfg: DictConfig, top: Any, dataset: Any, timer: StageTimer, tracker: Tracker, server: Any) -> dict[str, Any]:
     from ragsweep.generator import build_client
     from ragsweep.metrics.retrieval import retrieval_metrics
     from ragsweep.tokens import counter_for, estimate
@@ -143,8 +148,6 @@ def _run(cfg: DictConfig, top: Any, timer: StageTimer, tracker: Tracker, server:
     cache = Cache(top.cache_dir)
     metrics: dict[str, float] = {}
 
-    with timer("load"):
-        dataset = instantiate(cfg.dataset).load()
     log.info("dataset %s: %d documents, %d questions", dataset.name, len(dataset.documents), len(dataset.queries))
     metrics.update({f"data/{k}": v for k, v in dataset.stats.items()})
 
@@ -208,6 +211,10 @@ def _run(cfg: DictConfig, top: Any, timer: StageTimer, tracker: Tracker, server:
         with timer("generate"):
             outs = client.chat_many(reqs, desc=f"generating ({len(reqs)} questions)")
         client.close()
+        # a managed server that died under us is named as the cause of the failed calls
+        death = server.death() if own_server and hasattr(server, "death") else None
+        if death:
+            log.error("%s during generation", death)
     finally:
         if own_server:
             server.stop()
@@ -265,7 +272,8 @@ def _run(cfg: DictConfig, top: Any, timer: StageTimer, tracker: Tracker, server:
     rate = failures / max(1, len(records))
     if rate > top.max_failure_rate:
         raise FailureRateExceeded(
-            f"{failures} of {len(records)} generations failed ({rate:.0%} > max_failure_rate={top.max_failure_rate}); "
+            (f"{death} during generation: " if death else "")
+            + f"{failures} of {len(records)} generations failed ({rate:.0%} > max_failure_rate={top.max_failure_rate}); "
             f"see the server log and the records artifact"
         )
     return metrics

@@ -129,7 +129,9 @@ class Tracker:
             return
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / name
-            path.write_text(json.dumps(obj, indent=1, ensure_ascii=False, allow_nan=True), encoding="utf-8")
+            from ragsweep.evaluator.schema import jsonable  # NaN -> null: strict JSON for any reader
+
+            path.write_text(json.dumps(jsonable(obj), indent=1, ensure_ascii=False, allow_nan=False), encoding="utf-8")
             self.client.log_artifact(self.run_id, str(path))
 
     def log_text(self, text: str, name: str) -> None:
