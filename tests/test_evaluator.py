@@ -345,7 +345,7 @@ def test_yaml_options_compose_validate_and_instantiate(compose_cfg, option):
 
     from ragsweep.config import check_node
 
-    cfg = compose_cfg(f"+evaluator={option}")
+    cfg = compose_cfg(f"evaluator={option}")
     data = {k: v for k, v in cfg.evaluator.items() if k != "_target_"}
     from omegaconf import OmegaConf
 
@@ -373,13 +373,13 @@ def test_offline_evaluator_end_to_end_without_network(tmp_path, monkeypatch, com
 
     from hydra.utils import instantiate
 
-    overrides = ["+evaluator=offline"]
+    overrides = ["evaluator=offline"]
     if not offline.PARAMS_PATH.exists():  # the trained head is shipped separately: use a simple one
         head = {"features": ["rec_all", "cos_sent"], "mean": [0.5, 0.5], "scale": [0.25, 0.25],
                 "coef": [2.0, 2.0], "intercept": 0.0, "threshold": 0.5}
         params = tmp_path / "params.json"
         params.write_text(json.dumps({"models": {"full": head, "lexical": head}}))
-        overrides.append(f"+evaluator.checker.params={params}")
+        overrides.append(f"evaluator.checker.params={params}")
 
     def no_network(self, address):
         raise AssertionError(f"network connection attempted to {address!r}")
@@ -402,7 +402,7 @@ def test_nli_checker_reads_label_order_and_fails_clearly_offline(tmp_path, monke
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
     from ragsweep.evaluator.nli import NLIChecker, NLIModelError
-    from ragsweep.retriever.dense import minilm_path
+    from ragsweep.embeddings import minilm_path
 
     tok = AutoTokenizer.from_pretrained(minilm_path())
     config = BertConfig(

@@ -3,7 +3,6 @@ the paper's directions with metric names the pipeline logs."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -12,12 +11,6 @@ from omegaconf import OmegaConf
 from ragsweep.report import LAYOUTS, SHORT_PARAMS, parse_expect
 
 CONF_DIR = str(Path(__file__).resolve().parents[1] / "src" / "ragsweep" / "conf")
-HAS_EVALUATOR = os.path.exists(os.path.join(CONF_DIR, "evaluator", "offline.yaml"))
-# the experiments say `override /evaluator: offline`: the main config's defaults must list the group
-EVALUATOR_WIRED = HAS_EVALUATOR and any(
-    isinstance(d, dict) and "evaluator" in d for d in OmegaConf.load(os.path.join(CONF_DIR, "config.yaml")).get("defaults", [])
-)
-
 # experiment -> (hydra.sweeper.params as lists, sweep.layout, sweep.params)
 EXPECTED = {
     "ragbench_case_study": (
@@ -129,32 +122,19 @@ def _check_composed(name: str, cfg) -> None:
     _check_sweep_node(name, OmegaConf.to_container(cfg.sweep, resolve=True))
 
 
-@pytest.mark.skipif(not EVALUATOR_WIRED, reason="conf/evaluator/offline.yaml or the evaluator entry of config.yaml's defaults not there yet")
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_compose(name):
     _check_composed(name, _compose(CONF_DIR, name))
 
 
-@pytest.mark.skipif(not HAS_EVALUATOR, reason="conf/evaluator/offline.yaml not there yet")
-def test_compose_with_evaluator_default(tmp_path):
-    """The same on a copy of the tree whose config.yaml lists `evaluator: offline` (runs before the
-    group is wired into the main config), plus one point of each sweep composed as Hydra would."""
-    import shutil
-
-    conf = tmp_path / "conf"
-    shutil.copytree(CONF_DIR, conf)
-    main = OmegaConf.load(conf / "config.yaml")
-    if not any(isinstance(d, dict) and "evaluator" in d for d in main.defaults):
-        main.defaults.insert(len(main.defaults) - 1, {"evaluator": "offline"})
-        OmegaConf.save(main, conf / "config.yaml")
-    for name in sorted(EXPECTED):
-        _check_composed(name, _compose(str(conf), name))
+def test_sweep_points_compose():
+    """One point of each kind of sweep composes as Hydra would build that job."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
     GlobalHydra.instance().clear()
     try:
-        with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
             cfg = compose("config", overrides=["+experiment=ragbench_case_study", "retriever=dense", "retriever.top_k=2", "prompt=long_cot", "generator=llamacpp"])
             assert cfg.retriever._target_.endswith("DenseRetriever") and cfg.retriever.top_k == 2 and cfg.prompt.name == "long_cot"
             cfg = compose("config", overrides=["+experiment=ragchecker_overlap", "chunker.overlap=0.0"])

