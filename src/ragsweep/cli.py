@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 
 import hydra
@@ -43,6 +44,12 @@ def app(cfg: DictConfig) -> float | None:
             raise  # in a sweep: this job fails, Hydra reports it, the other jobs still run
         print(f"ragsweep: error: {exc}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (turned into this by the pipeline)
+        if info is not None:
+            raise
+        why = str(exc) or "Ctrl-C"
+        print(f"ragsweep: interrupted ({why})", file=sys.stderr)
+        sys.exit(143 if why == f"signal {int(signal.SIGTERM)}" else 130)
     shown = {k: round(v, 4) for k, v in metrics.items() if k.startswith(("retrieval/", "ragchecker/overall", "generator/calls", "generator/cache_hits"))}
     log.info("done: %s", shown)
     return metrics.get("ragchecker/overall/f1")

@@ -143,6 +143,11 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: StageTimer, tracker: Tr
 
     cache = Cache(top.cache_dir)
     metrics: dict[str, float] = {}
+    own_server = server is None
+    if own_server:  # a missing model file, executable or API key, a taken port: fail before any work
+        server = instantiate(cfg.generator.server)
+        if hasattr(server, "check"):
+            server.check()
 
     log.info("dataset %s: %d documents, %d questions", dataset.name, len(dataset.documents), len(dataset.queries))
     metrics.update({f"data/{k}": v for k, v in dataset.stats.items()})
@@ -168,9 +173,6 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: StageTimer, tracker: Tr
     # -- prompts ---------------------------------------------------------------------------------
     prompt = instantiate(cfg.prompt)
     gen_cfg = cfg.generator
-    own_server = server is None
-    if own_server:
-        server = instantiate(gen_cfg.server)
     titles = {d.doc_id: d.title for d in dataset.documents}
     try:
         if own_server:

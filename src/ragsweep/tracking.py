@@ -34,6 +34,38 @@ def _local_path(uri_or_path: str) -> Path | None:
     return None
 
 
+def _create_sqlite_store(db: Path, artifact_root: str) -> None:
+    """Create a new MLflow sqlite store in a temporary file and link it into place.
+
+    MLflow builds a new database by running its migrations in place, which takes seconds; a
+    process killed meanwhile (a SIGKILLed sweep) left a half-made store on which every later run
+    failed ("table _alembic_tmp_metrics already exists"). ``os.link`` publishes the finished file
+    only if no other process (a parallel job) published one first.
+    """
+    if db.exists():
+        return
+    import uuid
+
+    for stale in db.parent.glob(f".{db.name}.*.tmp*"):  # left by a process killed while creating
+        pid = stale.name[len(db.name) + 2 :].split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            stale.unlink(missing_ok=True)
+
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    tmp = db.with_name(f".{db.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        store = SqlAlchemyStore(f"sqlite:///{tmp}", Path(artifact_root).resolve().as_uri() if "://" not in artifact_root else artifact_root)
+        store.engine.dispose()
+        try:
+            os.link(tmp, db)
+        except FileExistsError:
+            pass  # a parallel job was first: use its store
+    finally:
+        for p in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm"), Path(f"{tmp}-journal")):
+            p.unlink(missing_ok=True)
+
+
 class Tracker:
     """A thin wrapper over ``MlflowClient`` (explicit run ids: safe with parallel jobs)."""
 
@@ -49,6 +81,7 @@ class Tracker:
         db = _local_path(tracking_uri)
         if db is not None:
             db.parent.mkdir(parents=True, exist_ok=True)
+            _create_sqlite_store(db, artifact_location)
         self.tracking_uri = tracking_uri
         mlflow.set_tracking_uri(tracking_uri)
         self.client = MlflowClient(tracking_uri=tracking_uri)

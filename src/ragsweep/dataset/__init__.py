@@ -107,6 +107,19 @@ def finish(name: str, documents: list[Document], queries: list[Query], limit: in
     )
 
 
+def _require_documents(documents: list[Document], source: str) -> None:
+    """An empty corpus is named as such before any query is checked against it."""
+    if not any(d.text.strip() for d in documents):
+        raise DataError(f"{source}: the corpus has zero (non-empty) documents; nothing to retrieve from")
+
+
+def _unique(seen: dict[str, int], value: str, field: str, path: Path, n: int) -> None:
+    """A duplicate id is an error naming both lines of the file."""
+    if value in seen:
+        raise DataError(f"{path}:{n}: duplicate {field} '{value}' (first on line {seen[value]}); {field.split('_')[0]} ids must be unique")
+    seen[value] = n
+
+
 def _whole_doc_spans(doc_ids: list[str], docs: dict[str, Document], where: str) -> tuple[Span, ...]:
     spans = []
     for did in doc_ids:
@@ -215,6 +228,7 @@ class JsonlDataset:
     def load(self) -> Dataset:
         cpath, qpath = Path(self.config.corpus), Path(self.config.queries)
         documents = []
+        seen: dict[str, int] = {}
         for n, obj in read_jsonl(cpath):
             where = f"{cpath}:{n}"
             text = obj.get("text")
@@ -223,13 +237,17 @@ class JsonlDataset:
             if not isinstance(text, str):
                 raise DataError(f"{where}: field 'text' must be a string")
             documents.append(Document(str(_require(obj, "doc_id", where)), text, obj.get("title")))
+            _unique(seen, documents[-1].doc_id, "doc_id", cpath, n)
+        _require_documents(documents, str(cpath))
         docs = {d.doc_id: d for d in documents}
         queries = []
+        qseen: dict[str, int] = {}
         for n, obj in read_jsonl(qpath):
             where = f"{qpath}:{n}"
             rel = obj.get("relevant_doc_ids") or []
             if not isinstance(rel, list):
                 raise DataError(f"{where}: 'relevant_doc_ids' must be a list of doc ids")
+            _unique(qseen, str(_require(obj, "query_id", where)), "query_id", qpath, n)
             queries.append(
                 Query(str(_require(obj, "query_id", where)), str(_require(obj, "query", where)), obj.get("gt_answer"), _whole_doc_spans(rel, docs, where))
             )
@@ -261,6 +279,7 @@ class BeirDataset:
         for n, obj in read_jsonl(root / "corpus.jsonl"):
             where = f"{root / 'corpus.jsonl'}:{n}"
             documents.append(Document(str(_require(obj, "_id", where)), str(obj.get("text") or ""), obj.get("title") or None))
+        _require_documents(documents, str(root / "corpus.jsonl"))
         docs = {d.doc_id: d for d in documents}
         qrels_path = root / "qrels" / f"{self.config.split}.tsv"
         if not qrels_path.is_file():

@@ -36,6 +36,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from ragsweep.errors import ServerError as _UserServerError
+
 log = logging.getLogger(__name__)
 
 SMOLLM2 = "smollm2"
@@ -43,8 +45,8 @@ SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 VLLM_MISSING = "vLLM is not installed: pip install 'ragsweep[vllm]' on a machine with a CUDA GPU"
 
 
-class ServerError(RuntimeError):
-    """A model server could not be started or used."""
+class ServerError(_UserServerError, RuntimeError):
+    """A model server could not be started or used (a RagsweepError: the CLI prints one line)."""
 
 
 class PortInUseError(ServerError):
@@ -60,6 +62,10 @@ class ServerStartupError(ServerError):
 
 
 class MissingAPIKeyError(ServerError):
+    pass
+
+
+class ModelFileNotFoundError(ServerError, FileNotFoundError):
     pass
 
 
@@ -333,6 +339,16 @@ class ManagedServer:
     def preflight(self) -> None:
         """Fast checks before anything starts (model files, packages)."""
 
+    def check(self) -> None:
+        """What can fail the start without starting anything: ``preflight`` and a configured
+        port that is taken. Cheap: a run calls it before its data work, ``start`` again."""
+        self.preflight()
+        if self.configured_port is not None and not port_is_free(self.configured_port, self.host):
+            raise PortInUseError(
+                f"port {self.configured_port} on {self.host} is already in use (another server, or "
+                f"a leftover one?); set generator.server.port to a free port, or to null to pick one"
+            )
+
     def missing_executable_message(self, exe: str) -> str:
         return f"{self.kind} server executable {exe!r} was not found on PATH"
 
@@ -344,6 +360,14 @@ class ManagedServer:
     @property
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
+
+    def death(self) -> str | None:
+        """Why a started server is no longer running (it died under us), else None."""
+        rc = self._proc.poll() if self._proc is not None and not self._stopped else None
+        if rc is None:
+            return None
+        how = f"killed by signal {-rc}" if rc < 0 else f"exit status {rc}"
+        return f"the {self.kind} server (pid {self._proc.pid}) died ({how}); its log: {self.log_path}"
 
     @property
     def base_url(self) -> str:
@@ -392,12 +416,7 @@ class ManagedServer:
         with self._lock:
             if self.running:
                 return self
-            self.preflight()
-            if self.configured_port is not None and not port_is_free(self.configured_port, self.host):
-                raise PortInUseError(
-                    f"port {self.configured_port} on {self.host} is already in use (another server, or "
-                    f"a leftover one?); set generator.server.port to a free port, or to null to pick one"
-                )
+            self.check()
             attempts = 1 if self.configured_port is not None else 3
             for attempt in range(attempts):
                 port = self.configured_port if self.configured_port is not None else free_port(self.host)
@@ -581,7 +600,10 @@ class LlamaCppServer(ManagedServer):
         self.structured_mode = "json_object"
 
     def preflight(self) -> None:
-        self.resolved_model_path = resolve_model_path(self.model_path)
+        try:
+            self.resolved_model_path = resolve_model_path(self.model_path)
+        except FileNotFoundError as exc:
+            raise ModelFileNotFoundError(str(exc)) from None
         for mod in ("llama_cpp", "uvicorn", "fastapi", "sse_starlette"):
             if importlib.util.find_spec(mod) is None:
                 raise ExecutableNotFoundError(
@@ -751,6 +773,9 @@ class ExternalServer:
     def start(self) -> "ExternalServer":
         self.api_key  # noqa: B018 - fail now, not at the first request
         return self
+
+    def check(self) -> None:
+        self.api_key  # noqa: B018 - the key's variable is set
 
     def stop(self) -> None:
         pass
