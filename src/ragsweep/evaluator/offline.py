@@ -1,0 +1,580 @@
+"""The offline claim checker: no network, no GPU, deterministic.
+
+``score_pairs([(claim, reference), ...])`` gives P(the reference entails the claim). It is a small
+logistic regression (parameters in ``offline_model.json`` next to this file, trained by
+``experiments/meta_eval/train_offline.py`` on RAGBench sentence-support labels) over features of
+the claim's best alignment to the reference:
+
+- lexical: recall of the claim's content words (light stemming) in the best reference sentence,
+  the best window of ``window`` adjacent sentences, the ``top_k_sentences`` best-aligned sentences
+  together and the whole reference; the number of content words found nowhere; bigram recall;
+- numbers and names: share of the claim's numbers / capitalised names missing from the reference;
+- semantic: MiniLM cosine of the claim to the best sentence and the best window (the window's
+  vector is the normalised sum of its sentences' vectors, so only sentences are ever encoded);
+- negation mismatch between the claim and its best-aligned sentence.
+
+``check_pairs`` turns P into labels: ``Entailment`` when P >= threshold; otherwise
+``Contradiction`` only on concrete evidence on the best-aligned sentence (a different number where
+the claim's number should be, or a negation flip, with the rest of the claim matched), else
+``Neutral``.
+
+Embeddings of sentences are cached per (model, text) under stage ``"embeddings"`` with the same
+key as :class:`ragsweep.retriever.dense.DenseRetriever`, so a sweep shares them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from ragsweep.text import STOPWORDS, split_sentences, words
+
+log = logging.getLogger(__name__)
+
+PARAMS_PATH = Path(__file__).with_name("offline_model.json")
+LABELS = ("Entailment", "Neutral", "Contradiction")
+#: P(entailed) is capped here when the best-aligned sentence contradicts the claim (number / negation)
+CONTRADICTION_CAP = 0.05
+
+#: feature names, in the order of the feature matrix; the params file names the ones it uses
+FEATURES = (
+    "cos_sent",  # max cosine claim / reference sentence
+    "cos_win",  # max cosine claim / window of adjacent sentences
+    "cos_top_gap",  # cos_sent minus the second-best sentence cosine
+    "rec_sent",  # content-word recall in the best sentence
+    "rec_win",  # ... in the best window
+    "rec_topk",  # ... in the top-k aligned sentences together
+    "rec_all",  # ... in the whole reference
+    "miss_log",  # log1p(content words of the claim found nowhere in the reference)
+    "bigram_win",  # bigram recall in the best window
+    "num_miss",  # share of the claim's numbers missing from the reference
+    "has_num",
+    "ent_miss",  # share of the claim's capitalised names missing from the reference
+    "neg_flip",  # negation differs between claim and best-aligned sentence
+    "len_log",  # log1p(content words of the claim)
+    "rec_idf_all",  # rarity-weighted recall in the whole reference (weight ~ word length)
+    "rec_wide",  # content-word recall in the best window of window + 1 sentences
+    "seg_min_rec",  # min over the claim's clauses of their recall in the whole reference
+    "miss_rare_log",  # log1p(missing content words that look rare: long, capitalised or numeric)
+    "num_miss_win",  # share of the claim's numbers missing from its best-aligned window
+    "ent_miss_win",  # share of the claim's capitalised names missing from its best-aligned window
+    "rare_miss_win",  # log1p(rare-looking claim words missing from its best-aligned window)
+)
+LEXICAL_FEATURES = tuple(f for f in FEATURES if not f.startswith("cos_"))
+
+#: citation markers ("[4]", "[1][2]", "[1, 3]", "[2-4]"): not content, and their numbers are not facts
+_CITATION = re.compile(r"\[\d+(?:\s*[,;\u2013-]\s*\d+)*\]")
+_YEAR_RANGE = re.compile(r"\b((?:1[5-9]|20)\d\d)\s*[-\u2013/]\s*(\d\d)\b")
+_NUM = re.compile(r"(?<![\w.])[-+]?\d+(?:[.,]\d+)*%?")
+_NEG = frozenset({"not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "cannot", "without"})
+_NUMBER_WORDS = {
+    "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7",
+    "eight": "8", "nine": "9", "ten": "10", "eleven": "11", "twelve": "12", "twenty": "20", "hundred": "100",
+    "thousand": "1000", "million": "1000000", "billion": "1000000000", "first": "1", "second": "2", "third": "3",
+}
+_SUFFIXES = ("ational", "ization", "ations", "ation", "ments", "ment", "ness", "ingly", "ings", "ing", "edly",
+             "ies", "ied", "ers", "er", "ed", "es", "ly", "s")
+
+
+def _validate(cond: bool, field: str, msg: str) -> None:
+    if not cond:
+        raise ValueError(f"evaluator.checker.{field}: {msg}")
+
+
+@lru_cache(maxsize=200_000)
+def stem(word: str) -> str:
+    """A light, deterministic suffix stripper (enough to match inflections: runs/running/run)."""
+    w = word.lower()
+    if len(w) <= 3 or not w.isalpha():
+        return w
+    for suf in _SUFFIXES:
+        if w.endswith(suf) and len(w) - len(suf) >= 3:
+            w = w[: -len(suf)]
+            if suf in ("ies", "ied"):
+                w += "y"
+            break
+    if len(w) > 3 and w[-1] == w[-2] and w[-1] not in "aeiouls":  # running -> runn -> run
+        w = w[:-1]
+    if len(w) > 4 and w.endswith("e"):  # compute / computing / computed
+        w = w[:-1]
+    return w
+
+
+_LIST_MARKER = re.compile(r"^\s*(?:[-*\u2022]\s+|\(?\d{1,2}[.)]\s+)|(?<=[.!?:;\"\u201d])\s+\d{1,2}[.)]?\s*$")
+
+
+def strip_citations(text: str) -> str:
+    """Drop citation markers ("[4]") and list markers ("1. ", "- ", a trailing " 6.") before lexical analysis."""
+    if "[" in text:
+        text = _CITATION.sub(" ", text)
+    return _LIST_MARKER.sub(" ", text)
+
+
+def _norm_number(tok: str) -> str:
+    t = tok.replace(",", "").lstrip("+").rstrip("%")
+    if "." in t:
+        t = t.rstrip("0").rstrip(".") or "0"
+    return t
+
+
+def numbers(text: str) -> set[str]:
+    """Normalised numbers of ``text`` (``7,000`` -> ``7000``, ``3.50`` -> ``3.5``); years included."""
+    text = strip_citations(text)
+    out = {_norm_number(m.group(0)) for m in _NUM.finditer(text)}
+    for m in _YEAR_RANGE.finditer(text):  # "2018-19" also states 2019
+        out.add(m.group(1)[:2] + m.group(2))
+    return {n for n in out if n not in ("", "-")}
+
+
+def _number_words(ws: list[str]) -> set[str]:
+    return {_NUMBER_WORDS[w] for w in ws if w in _NUMBER_WORDS}
+
+
+@lru_cache(maxsize=100_000)
+def _names(text: str) -> frozenset[str]:
+    """Lower-cased capitalised words that are not sentence-initial and not stopwords (names, places)."""
+    out = set()
+    for sent in split_sentences(strip_citations(text)):
+        toks = re.findall(r"[A-Za-z][\w'-]*", sent)
+        for i, t in enumerate(toks):
+            if i > 0 and t[0].isupper() and t.lower() not in STOPWORDS and len(t) > 1:
+                out.add(t.lower())
+    return frozenset(out)
+
+
+@dataclass
+class _Text:
+    """Precomputed lexical view of one claim or reference sentence."""
+
+    stems: list[str]  # content-word stems in order
+    stem_set: frozenset[str]
+    bigrams: frozenset[tuple[str, str]]
+    nums: frozenset[str]
+    neg: bool
+    all_words: frozenset[str]  # every lower-cased word (stopwords included), stems too
+
+
+@lru_cache(maxsize=100_000)
+def _analyse(text: str) -> _Text:
+    text = strip_citations(text)
+    ws = words(text)
+    content = [w for w in ws if w not in STOPWORDS and not _NUM.fullmatch(w)]
+    stems = [stem(w) for w in content]
+    nums = numbers(text) | _number_words(ws)
+    neg = any(w in _NEG or w.endswith("n't") for w in ws)
+    return _Text(
+        stems=stems,
+        stem_set=frozenset(stems),
+        bigrams=frozenset(zip(stems, stems[1:])),
+        nums=frozenset(nums),
+        neg=neg,
+        all_words=frozenset(ws) | frozenset(stem(w) for w in ws),
+    )
+
+
+@dataclass
+class _Ref:
+    sentences: list[str]
+    infos: list[_Text]
+    stem_set: frozenset[str]
+    nums: frozenset[str]
+    all_words: frozenset[str]
+
+
+@lru_cache(maxsize=20_000)
+def _reference(text: str) -> _Ref:
+    sents = split_sentences(text) or [text if text.strip() else ""]
+    infos = [_analyse(s) for s in sents]
+    return _Ref(
+        sentences=sents,
+        infos=infos,
+        stem_set=frozenset().union(*[i.stem_set for i in infos]),
+        nums=frozenset().union(*[i.nums for i in infos]),
+        all_words=frozenset().union(*[i.all_words for i in infos]),
+    )
+
+
+_CLAUSE = re.compile(r"[,;:()\u2013\u2014]|\s(?:and|but|which|who|while|whereas|although|because|after|before|when)\s")
+
+
+def _clauses(text: str) -> list[str]:
+    return [p for p in _CLAUSE.split(text) if p and p.strip()]
+
+
+@lru_cache(maxsize=100_000)
+def _rare(text: str) -> frozenset[str]:
+    """Stems of the words of ``text`` that look rare: >= 7 letters, capitalised mid-sentence, or digits."""
+    out = set()
+    for i, tok in enumerate(re.findall(r"\w+(?:[.,']\w+)*", strip_citations(text))):
+        low = tok.lower()
+        if low in STOPWORDS:
+            continue
+        if len(tok) >= 7 or (i > 0 and tok[:1].isupper()) or any(ch.isdigit() for ch in tok):
+            out.add(stem(low))
+    return frozenset(out)
+
+
+@lru_cache(maxsize=4)
+def _load_sentence_transformer(model: str, device: str) -> Any:
+    """One loaded model per (model, device) per process (checkers are cheap to create)."""
+    from sentence_transformers import SentenceTransformer
+
+    if model != "minilm":
+        return SentenceTransformer(model, device=device)
+    from ragsweep.retriever.dense import minilm_path
+
+    prev = os.environ.get("HF_HUB_OFFLINE")
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    try:
+        return SentenceTransformer(minilm_path(), device=device)
+    finally:
+        if prev is None:
+            os.environ.pop("HF_HUB_OFFLINE", None)
+        else:
+            os.environ["HF_HUB_OFFLINE"] = prev
+
+
+@lru_cache(maxsize=2_000)
+def _windows(text: str, w: int) -> tuple[list[frozenset], list[frozenset], list[frozenset]]:
+    """Stem sets and bigram sets of every window of ``w`` sentences, and stem sets of ``w + 1``."""
+    ref = _reference(text)
+    n = len(ref.infos)
+
+    def union(attr: str, i: int, size: int) -> frozenset:
+        return frozenset().union(*[getattr(ref.infos[j], attr) for j in range(i, min(n, i + size))])
+
+    return ([union("stem_set", i, w) for i in range(n)], [union("bigrams", i, w) for i in range(n)],
+            [union("stem_set", i, w + 1) for i in range(n)])
+
+
+def _recall(claim: list[str], have: frozenset[str] | set[str]) -> float:
+    if not claim:
+        return 1.0
+    return sum(1 for s in claim if s in have) / len(claim)
+
+
+def _weight(s: str) -> float:
+    # a rarity proxy that needs no corpus statistics: long words are rarer than short ones
+    return min(len(s), 10) / 10.0
+
+
+_CLAIM_CUT = re.compile(r"(?<=[,;:])\s+|\s(?=(?:and|but|which|while|whereas|although|because)\s)")
+
+
+def split_claims(text: str, unit: str = "sentence", min_words: int = 4) -> list[str]:
+    """Deterministic offline claims of ``text``.
+
+    ``unit="sentence"``: the sentences of :func:`ragsweep.text.split_sentences` that have a content
+    word with a letter (list markers such as "1." come out as sentences of their own: dropped).
+    ``unit="clause"``: each such sentence cut further at commas / semicolons / colons and before
+    "and", "but", "which", "while", ...; pieces are merged until each has ``min_words`` content
+    words, so a claim is closer to one atomic fact (RAGChecker's claims) than a whole sentence.
+    """
+    if unit not in ("sentence", "clause"):
+        raise ValueError(f"unit ({unit!r}) must be 'sentence' or 'clause'")
+    sents = [s for s in split_sentences(text) if _has_content(s)]
+    if unit == "sentence":
+        return sents
+    out: list[str] = []
+    for sent in sents:
+        pieces: list[str] = []
+        cur = ""
+        for part in (p.strip() for p in _CLAIM_CUT.split(sent)):
+            if not part:
+                continue
+            cur = f"{cur} {part}".strip()
+            if len(_content(cur)) >= min_words:
+                pieces.append(cur)
+                cur = ""
+        if cur:
+            if pieces and len(_content(cur)) < min_words:
+                pieces[-1] = f"{pieces[-1]} {cur}"
+            else:
+                pieces.append(cur)
+        out.extend(pieces)
+    return out
+
+
+def _content(text: str) -> list[str]:
+    return [w for w in words(text) if w not in STOPWORDS]
+
+
+def _has_content(text: str) -> bool:
+    """At least one content word with a letter (a bare list marker "1." or a table rule is not a claim)."""
+    return any(any(ch.isalpha() for ch in w) for w in _content(strip_citations(text)))
+
+
+class OfflineChecker:
+    """Lexical + MiniLM alignment features and a small logistic regression; see the module doc."""
+
+    @dataclass
+    class Config:
+        model: str = "minilm"  # "minilm" (bundled all-MiniLM-L6-v2), a sentence-transformers path, or "none"
+        threshold: float | None = None  # P(entailed) at or above which a claim is Entailment; None: trained
+        window: int = 2  # adjacent reference sentences in a window
+        top_k_sentences: int = 3  # best-aligned sentences pooled for rec_topk
+        contradiction: bool = True  # label Contradiction on numeric / negation evidence
+        batch_size: int = 64
+        device: str = "cpu"
+        params: str | None = None  # parameters JSON; None: the shipped offline_model.json
+
+        def __post_init__(self) -> None:
+            _validate(isinstance(self.model, str) and bool(self.model), "model",
+                      f"({self.model!r}) must be 'minilm', 'none' or a sentence-transformers model path")
+            if self.threshold is not None:
+                _validate(isinstance(self.threshold, (int, float)) and not isinstance(self.threshold, bool)
+                          and 0.0 <= float(self.threshold) <= 1.0, "threshold",
+                          f"({self.threshold!r}) must be a number in [0, 1] or null")
+                self.threshold = float(self.threshold)
+            _validate(isinstance(self.window, int) and not isinstance(self.window, bool) and 1 <= self.window <= 8,
+                      "window", f"({self.window!r}) must be an integer in 1..8")
+            _validate(isinstance(self.top_k_sentences, int) and not isinstance(self.top_k_sentences, bool)
+                      and self.top_k_sentences >= 1, "top_k_sentences", f"({self.top_k_sentences!r}) must be >= 1")
+            _validate(isinstance(self.contradiction, bool), "contradiction", f"({self.contradiction!r}) must be true or false")
+            _validate(isinstance(self.batch_size, int) and not isinstance(self.batch_size, bool) and self.batch_size >= 1,
+                      "batch_size", f"({self.batch_size!r}) must be >= 1")
+            _validate(isinstance(self.device, str) and (self.device in ("cpu", "mps") or self.device.startswith("cuda")),
+                      "device", f"({self.device!r}) must be cpu, cuda, cuda:N or mps")
+            if self.params is not None:
+                _validate(isinstance(self.params, str) and Path(self.params).is_file(), "params",
+                          f"({self.params!r}) must be null or an existing JSON file")
+
+    name = "offline"
+
+    def __init__(self, **kwargs: Any) -> None:
+        from ragsweep.retriever.base import build_config
+
+        self.config = build_config(self.Config, kwargs, "evaluator.checker")
+        self._model: Any = None
+        self._params: dict[str, Any] | None = None
+        self.stats = {"texts_encoded": 0, "texts_cached": 0}
+
+    # -- parameters -------------------------------------------------------------------------
+    @property
+    def use_embeddings(self) -> bool:
+        return self.config.model != "none"
+
+    def params(self) -> dict[str, Any]:
+        """The logistic-regression head for the active feature set (full or lexical-only)."""
+        if self._params is None:
+            path = Path(self.config.params) if self.config.params else PARAMS_PATH
+            if not path.is_file():
+                raise FileNotFoundError(
+                    f"{path} is missing: run python experiments/meta_eval/train_offline.py --data DATA to create it"
+                )
+            data = json.loads(path.read_text())
+            head = data["models"]["full" if self.use_embeddings else "lexical"]
+            self._params = head
+        return self._params
+
+    @property
+    def threshold(self) -> float:
+        if self.config.threshold is not None:
+            return self.config.threshold
+        return float(self.params()["threshold"])
+
+    # -- embeddings -------------------------------------------------------------------------
+    @property
+    def model_key(self) -> str:
+        from ragsweep.retriever.dense import model_id
+
+        return f"{model_id(self.config.model)}|max_seq_length=None"
+
+    def _load_model(self) -> Any:
+        if self._model is None:
+            self._model = _load_sentence_transformer(self.config.model, self.config.device)
+        return self._model
+
+    def embed(self, texts: Sequence[str], cache: Any = None) -> dict[str, np.ndarray]:
+        """Unit-norm float32 vectors of the distinct ``texts``; raw vectors cached per (model, text)."""
+        unique = list(dict.fromkeys(texts))
+        vecs: dict[str, np.ndarray] = {}
+        keys: dict[str, str] = {}
+        if cache is not None and unique:
+            keys = {t: cache.key("embeddings", self.model_key, t) for t in unique}
+            found = cache.get_many("embeddings", keys.values())
+            vecs = {t: np.asarray(found[keys[t]], dtype=np.float32) for t in unique if keys[t] in found}
+        todo = sorted((t for t in unique if t not in vecs), key=len)
+        self.stats["texts_cached"] += len(unique) - len(todo)
+        self.stats["texts_encoded"] += len(todo)
+        if todo:
+            model = self._load_model()
+            bs = self.config.batch_size
+            for b in range(0, len(todo), 2048):
+                block = todo[b : b + 2048]
+                emb = model.encode(block, batch_size=bs, convert_to_numpy=True, show_progress_bar=False)
+                vecs.update(zip(block, np.asarray(emb, dtype=np.float32)))
+                if cache is not None:
+                    cache.put_many("embeddings", {keys[t]: vecs[t] for t in block})
+        out = {}
+        for t in unique:
+            v = vecs[t]
+            n = float(np.linalg.norm(v))
+            out[t] = v / n if n > 0 else v
+        return out
+
+    # -- features ---------------------------------------------------------------------------
+    def features(self, pairs: Sequence[tuple[str, str]], cache: Any = None) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        """Feature matrix (rows = pairs, columns = :data:`FEATURES`) and per-pair alignment details."""
+        pairs = [(str(c), str(r)) for c, r in pairs]
+        refs = {r: _reference(r) for r in dict.fromkeys(r for _, r in pairs)}
+        vec: dict[str, np.ndarray] = {}
+        if self.use_embeddings and pairs:
+            texts = [c for c, _ in pairs] + [s for ref in refs.values() for s in ref.sentences]
+            vec = self.embed(texts, cache)
+        ref_mats: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        X = np.zeros((len(pairs), len(FEATURES)), dtype=np.float64)
+        details: list[dict[str, Any]] = []
+        w = self.config.window
+        for row, (claim, rtext) in enumerate(pairs):
+            ref = refs[rtext]
+            ci = _analyse(claim)
+            n = len(ref.sentences)
+            # lexical recall per sentence and per window
+            win_sets, win_bi, wide = _windows(rtext, w)
+            rec_s = np.array([_recall(ci.stems, info.stem_set) for info in ref.infos])
+            rec_w = np.array([_recall(ci.stems, s) for s in win_sets])
+            if self.use_embeddings:
+                if rtext not in ref_mats:
+                    S = np.stack([vec[s] for s in ref.sentences]).astype(np.float32)
+                    W = np.stack([S[i : min(n, i + w)].sum(0) for i in range(n)])
+                    W = W / np.maximum(np.linalg.norm(W, axis=1, keepdims=True), 1e-12)
+                    ref_mats[rtext] = (S, W)
+                S, W = ref_mats[rtext]
+                cv = vec[claim]
+                cos_s = S @ cv
+                cos_w = W @ cv
+            else:
+                cos_s = np.zeros(n)
+                cos_w = np.zeros(n)
+            align = cos_s + rec_s if self.use_embeddings else rec_s
+            order = np.argsort(-align, kind="stable")
+            best = int(order[0])
+            topk = frozenset().union(*[ref.infos[j].stem_set for j in order[: self.config.top_k_sentences]])
+            bw = int(np.argmax(rec_w + cos_w))
+            missing = [s for s in ci.stems if s not in ref.stem_set]
+            wsum = sum(_weight(s) for s in ci.stems)
+            rec_idf = 1.0 if wsum == 0 else sum(_weight(s) for s in ci.stems if s in ref.stem_set) / wsum
+            bigram = 1.0 if not ci.bigrams else len(ci.bigrams & win_bi[bw]) / len(ci.bigrams)
+            num_missing = [x for x in ci.nums if x not in ref.nums]
+            names = _names(claim)
+            names_missing = [x for x in names if x not in ref.all_words and stem(x) not in ref.all_words]
+            best_info = ref.infos[best]
+            neg_flip = float(ci.neg != best_info.neg)
+            cs = np.sort(cos_s)[::-1]
+            rec_wide = max((_recall(ci.stems, x) for x in wide), default=0.0)
+            segs = [x for x in (_analyse(t).stems for t in _clauses(claim)) if len(x) >= 2] or [ci.stems]
+            seg_min = min(_recall(x, ref.stem_set) for x in segs)
+            rare = _rare(claim)
+            miss_rare = sum(1 for x in missing if x in rare)
+            bw_words = frozenset().union(*[ref.infos[j].all_words for j in range(bw, min(n, bw + w))]) if n else frozenset()
+            bw_nums = frozenset().union(*[ref.infos[j].nums for j in range(bw, min(n, bw + w))]) if n else frozenset()
+            num_miss_win = sum(1 for x in ci.nums if x not in bw_nums) / len(ci.nums) if ci.nums else 0.0
+            ent_miss_win = (sum(1 for x in names if x not in bw_words and stem(x) not in bw_words) / len(names)
+                            if names else 0.0)
+            rare_miss_win = sum(1 for x in rare if x not in bw_words)
+            X[row] = [
+                float(cs[0]) if n else 0.0,
+                float(cos_w.max()) if n else 0.0,
+                float(cs[0] - cs[1]) if n > 1 else float(cs[0]) if n else 0.0,
+                float(rec_s.max()) if n else 0.0,
+                float(rec_w.max()) if n else 0.0,
+                _recall(ci.stems, topk),
+                _recall(ci.stems, ref.stem_set),
+                math.log1p(len(missing)),
+                bigram,
+                len(num_missing) / len(ci.nums) if ci.nums else 0.0,
+                float(bool(ci.nums)),
+                len(names_missing) / len(names) if names else 0.0,
+                neg_flip,
+                math.log1p(len(ci.stems)),
+                rec_idf,
+                rec_wide,
+                seg_min,
+                math.log1p(miss_rare),
+                num_miss_win,
+                ent_miss_win,
+                math.log1p(rare_miss_win),
+            ]
+            details.append({"best": best, "num_missing": num_missing, "empty": not ci.stems and not ci.nums,
+                            "contradiction": bool(n) and _contradicts(ci, best_info, num_missing)})
+        return X, details
+
+    # -- scoring ----------------------------------------------------------------------------
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """P(entailed) from a feature matrix (rows of :data:`FEATURES`)."""
+        p = self.params()
+        idx = [FEATURES.index(f) for f in p["features"]]
+        Z = (X[:, idx] - np.asarray(p["mean"])) / np.asarray(p["scale"])
+        if p.get("squares"):
+            Z = np.hstack([Z, Z**2])
+        z = Z @ np.asarray(p["coef"]) + float(p["intercept"])
+        return 1.0 / (1.0 + np.exp(-z))
+
+    def _probabilities(self, pairs: Sequence[tuple[str, str]], cache: Any) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        X, details = self.features(pairs, cache)
+        p = self.predict(X)
+        for i, d in enumerate(details):
+            if d["empty"]:  # nothing checkable (no content word, no number)
+                p[i] = 0.0
+            elif self.config.contradiction and d["contradiction"]:
+                p[i] = min(p[i], CONTRADICTION_CAP)
+        return p, details
+
+    def score_pairs(self, pairs: Sequence[tuple[str, str]], cache: Any = None) -> list[float]:
+        """P(entailed) in [0, 1] for each (claim, reference); P >= threshold <=> "Entailment"."""
+        if not pairs:
+            return []
+        p, _ = self._probabilities(pairs, cache)
+        return [float(v) for v in p]
+
+    def check_pairs(self, pairs: Sequence[tuple[str, str]], cache: Any = None) -> list[str]:
+        """ "Entailment" | "Neutral" | "Contradiction" for each (claim, reference)."""
+        if not pairs:
+            return []
+        p, details = self._probabilities(pairs, cache)
+        thr = self.threshold
+        out = []
+        for v, d in zip(p, details):
+            if v >= thr and not (self.config.contradiction and d["contradiction"]):
+                out.append("Entailment")
+            elif self.config.contradiction and d["contradiction"]:
+                out.append("Contradiction")
+            else:
+                out.append("Neutral")
+        return out
+
+    def check(self, claims: Sequence[str], reference: str, cache: Any = None) -> list[str]:
+        return self.check_pairs([(c, reference) for c in claims], cache)
+
+
+def _significant(num: str) -> bool:
+    """A number worth a contradiction: not a small count / list index (>= 2 digits, or a decimal)."""
+    return len(num.replace(".", "").lstrip("-")) >= 2 or "." in num
+
+
+def _contradicts(ci: _Text, best: _Text, num_missing: Sequence[str]) -> bool:
+    """Concrete evidence only: the best-aligned sentence is a near-paraphrase of the claim (most
+    words shared both ways) that states another number, or the same thing with the negation flipped."""
+    if len(ci.stems) < 3 or not best.stems:
+        return False
+    rec = _recall(ci.stems, best.stem_set)  # claim words found in the sentence
+    back = _recall(best.stems, ci.stem_set)  # sentence words found in the claim
+    if rec >= 0.7 and back >= 0.5 and any(_significant(n) for n in num_missing) \
+            and any(_significant(n) for n in best.nums - ci.nums):
+        return True
+    # a negation flip counts only between sentences with the same content words (negation elsewhere
+    # in a long sentence, "avoid" vs "do not", "If not, ..." are far too common to count as evidence)
+    return ci.neg != best.neg and rec == 1.0 and back == 1.0
+
+
+__all__ = ["OfflineChecker", "FEATURES", "LEXICAL_FEATURES", "split_claims", "stem", "numbers", "strip_citations"]
