@@ -35,11 +35,15 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Mapping, Sequence
 from urllib.parse import urlsplit
 
-import openai
-
 from ragsweep.cache import MISSING, Cache
 
 log = logging.getLogger(__name__)
+
+
+def _openai():  # noqa: ANN202 - the openai package takes seconds to import: only when calling
+    import openai
+
+    return openai
 
 Message = tuple[str, str]
 STRUCTURED_MODES = ("json_schema", "json_object", "text")
@@ -210,7 +214,7 @@ def _is_loopback(base_url: str) -> bool:
 
 @dataclass
 class _LoopState:
-    client: openai.AsyncOpenAI
+    client: Any  # an openai.AsyncOpenAI (imported lazily)
     semaphore: asyncio.Semaphore
 
 
@@ -297,8 +301,8 @@ class ChatClient:
         if st is None:
             http_client = None
             if _is_loopback(self.base_url):  # never send loopback traffic through an HTTP(S)_PROXY
-                http_client = openai.DefaultAsyncHttpxClient(trust_env=False)
-            client = openai.AsyncOpenAI(
+                http_client = _openai().DefaultAsyncHttpxClient(trust_env=False)
+            client = _openai().AsyncOpenAI(
                 base_url=self.base_url,
                 api_key=self._api_key,
                 max_retries=0,
@@ -379,12 +383,12 @@ class ChatClient:
         try:
             async with st.semaphore:
                 resp = await asyncio.wait_for(st.client.chat.completions.create(**kwargs), self.timeout_s)
-        except (asyncio.TimeoutError, openai.APITimeoutError):
+        except (asyncio.TimeoutError, _openai().APITimeoutError):
             raise _Retryable(f"timed out after {self.timeout_s:g}s")
-        except openai.APIConnectionError as exc:
+        except _openai().APIConnectionError as exc:
             cause = exc.__cause__ or exc
             raise _Retryable(f"connection error: {type(cause).__name__}: {_short(cause)}")
-        except openai.APIStatusError as exc:
+        except _openai().APIStatusError as exc:
             code = exc.status_code
             msg = f"HTTP {code}: {re.sub(r'^Error code: [0-9]+ - ', '', _short(exc))}"
             # llama-cpp-python answers an unsupported response_format with a 500 naming it
@@ -395,7 +399,7 @@ class ChatClient:
             if code >= 500 or code == 408:
                 raise _Retryable(msg, parse_retry_after(exc.response.headers) if code == 503 else None)
             raise _Final(msg)
-        except openai.APIResponseValidationError as exc:
+        except _openai().APIResponseValidationError as exc:
             raise _Retryable(f"malformed response: {_short(exc)}")
         except json.JSONDecodeError as exc:
             raise _Retryable(f"malformed response (invalid JSON): {_short(exc)}")

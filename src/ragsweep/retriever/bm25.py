@@ -39,14 +39,18 @@ BACKENDS = ("bm25s", "rank_bm25")
 EPSILON = 0.25  # rank_bm25.BM25Okapi's default floor factor for negative idf
 
 
+def _check_stopwords(stopwords: str | None) -> None:
+    if stopwords not in (None, "english"):
+        raise ValueError(f"retriever.stopwords ({stopwords!r}) must be 'english' or null")
+
+
 def _stopword_set(stopwords: str | None) -> frozenset[str]:
+    _check_stopwords(stopwords)
     if stopwords is None:
         return frozenset()
-    if stopwords == "english":
-        from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS  # slow import: only when used
 
-        return frozenset(ENGLISH_STOP_WORDS)
-    raise ValueError(f"retriever.stopwords ({stopwords!r}) must be 'english' or null")
+    return frozenset(ENGLISH_STOP_WORDS)
 
 
 def tokenize(text: str, lowercase: bool = True, stopwords: frozenset[str] = frozenset()) -> list[str]:
@@ -92,7 +96,7 @@ class BM25Config(RetrieverConfig):
             raise ValueError(f"retriever.k1 ({self.k1}) must be >= 0 (typical 1.2-2.0)")
         if not 0 <= self.b <= 1:
             raise ValueError(f"retriever.b ({self.b}) must be between 0 and 1 (typical 0.75)")
-        _stopword_set(self.stopwords)
+        _check_stopwords(self.stopwords)  # validation stays fast: no sklearn import here
 
 
 class BM25Retriever(Retriever):
@@ -101,12 +105,14 @@ class BM25Retriever(Retriever):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._stop = _stopword_set(self.config.stopwords)
+        self._stop_set: frozenset[str] | None = None
         self._model: Any = None
         self._n = 0
 
     def _tok(self, text: str) -> list[str]:
-        return tokenize(text, self.config.lowercase, self._stop)
+        if self._stop_set is None:
+            self._stop_set = _stopword_set(self.config.stopwords)
+        return tokenize(text, self.config.lowercase, self._stop_set)
 
     # -- index ------------------------------------------------------------------------------
     def _build(self, chunks: list[Chunk], cache: Any) -> None:
