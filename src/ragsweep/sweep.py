@@ -21,6 +21,7 @@ import atexit
 import json
 import logging
 import os
+import socket
 import sys
 import time
 from pathlib import Path
@@ -61,6 +62,17 @@ def swept_keys(config: DictConfig) -> list[str]:
     return sorted(set(keys))
 
 
+def runs_remotely(config: DictConfig) -> bool:
+    """True when the jobs run on other machines (SLURM, a Ray cluster): a server started here, on
+    a login node's loopback, would be useless to them, so each job serves its own model."""
+    launcher = config.hydra.get("launcher") or {}
+    target = str(launcher.get("_target_", ""))
+    if "Slurm" in target:
+        return True
+    ray_init = (launcher.get("ray") or {}).get("init") or {}
+    return "ray" in target.lower() and ray_init.get("address") not in (None, "", "local")
+
+
 def server_spec(gen_server: Any) -> str:
     spec = dict(_plain(gen_server))
     return content_hash("server", spec)
@@ -78,9 +90,16 @@ def current() -> dict[str, Any] | None:
             return None
         path = str(Path(hc.sweep.dir) / SWEEP_FILE)
     try:
-        return json.loads(Path(path).read_text())
+        info = json.loads(Path(path).read_text())
     except (OSError, ValueError):
         return None
+    shared = info.get("server")
+    if shared and shared.get("host") not in (None, socket.gethostname()):
+        # the sweep's server listens on the launching machine's loopback: not reachable from a job
+        # on another node (SLURM, a Ray cluster), which then serves its own model instead
+        log.warning("the sweep's model server runs on %s, not on this node: this job starts its own", shared["host"])
+        info["server"] = None
+    return info
 
 
 class AttachedServer:
@@ -135,7 +154,8 @@ class SweepCallback(Callback):
             self.parent_run_id = self._open_parent(config)
             info["parent_run_id"] = self.parent_run_id
         keys = swept_keys(config)
-        if not any(k == "generator" or k.startswith("generator.") for k in keys):
+        swept_generator = any(k == "generator" or k.startswith("generator.") for k in keys)
+        if not swept_generator and not runs_remotely(config):
             info["server"] = self._start_server(config)
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
@@ -197,6 +217,7 @@ class SweepCallback(Callback):
             "model_path": str(getattr(s, "resolved_model_path", "") or getattr(s, "model_path", "") or "") or None,
             "model": getattr(s, "model", None),
             "pid": getattr(s, "pid", None),
+            "host": socket.gethostname(),  # jobs on other nodes cannot reach its loopback address
         }
 
     # -- end -------------------------------------------------------------------------------
