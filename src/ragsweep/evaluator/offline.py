@@ -10,13 +10,15 @@ the claim's best alignment to the reference:
   together and the whole reference; the number of content words found nowhere; bigram recall;
 - numbers and names: share of the claim's numbers / capitalised names missing from the reference;
 - semantic: MiniLM cosine of the claim to the best sentence and the best window (the window's
-  vector is the normalised sum of its sentences' vectors, so only sentences are ever encoded);
-- negation mismatch between the claim and its best-aligned sentence.
+  vector is the normalised sum of its sentences' vectors, so only sentences are ever encoded).
 
-``check_pairs`` turns P into labels: ``Entailment`` when P >= threshold; otherwise
-``Contradiction`` only on concrete evidence on the best-aligned sentence (a different number where
-the claim's number should be, or a negation flip, with the rest of the claim matched), else
-``Neutral``.
+Citation markers ("[4]") and list markers ("1. ", a trailing " 6.") are ignored by the lexical
+analysis. ``check_pairs`` turns P into labels: ``Entailment`` when P >= threshold; ``Contradiction``
+only on concrete evidence on the best-aligned sentence (a near-paraphrase of the claim stating
+another significant number, or the same content words with the negation flipped; P is then capped
+at :data:`CONTRADICTION_CAP`); else ``Neutral``. ``model: none`` uses the lexical features only
+(a second head in the same file; no torch). :func:`split_claims` is a deterministic claim splitter
+(sentences, or clauses closer to atomic facts). Meta-evaluation: ``experiments/meta_eval/README.md``.
 
 Embeddings of sentences are cached per (model, text) under stage ``"embeddings"`` with the same
 key as :class:`ragsweep.retriever.dense.DenseRetriever`, so a sweep shares them.
@@ -155,7 +157,7 @@ def _names(text: str) -> frozenset[str]:
 class _Text:
     """Precomputed lexical view of one claim or reference sentence."""
 
-    stems: list[str]  # content-word stems in order
+    stems: tuple[str, ...]  # content-word stems in order
     stem_set: frozenset[str]
     bigrams: frozenset[tuple[str, str]]
     nums: frozenset[str]
@@ -168,7 +170,7 @@ def _analyse(text: str) -> _Text:
     text = strip_citations(text)
     ws = words(text)
     content = [w for w in ws if w not in STOPWORDS and not _NUM.fullmatch(w)]
-    stems = [stem(w) for w in content]
+    stems = tuple(stem(w) for w in content)
     nums = numbers(text) | _number_words(ws)
     neg = any(w in _NEG or w.endswith("n't") for w in ws)
     return _Text(
@@ -190,7 +192,7 @@ class _Ref:
     all_words: frozenset[str]
 
 
-@lru_cache(maxsize=20_000)
+@lru_cache(maxsize=1024)
 def _reference(text: str) -> _Ref:
     sents = split_sentences(text) or [text if text.strip() else ""]
     infos = [_analyse(s) for s in sents]
@@ -243,7 +245,7 @@ def _load_sentence_transformer(model: str, device: str) -> Any:
             os.environ["HF_HUB_OFFLINE"] = prev
 
 
-@lru_cache(maxsize=2_000)
+@lru_cache(maxsize=1024)
 def _windows(text: str, w: int) -> tuple[list[frozenset], list[frozenset], list[frozenset]]:
     """Stem sets and bigram sets of every window of ``w`` sentences, and stem sets of ``w + 1``."""
     ref = _reference(text)
@@ -256,7 +258,7 @@ def _windows(text: str, w: int) -> tuple[list[frozenset], list[frozenset], list[
             [union("stem_set", i, w + 1) for i in range(n)])
 
 
-def _recall(claim: list[str], have: frozenset[str] | set[str]) -> float:
+def _recall(claim: Sequence[str], have: frozenset[str] | set[str]) -> float:
     if not claim:
         return 1.0
     return sum(1 for s in claim if s in have) / len(claim)
@@ -320,8 +322,8 @@ class OfflineChecker:
     class Config:
         model: str = "minilm"  # "minilm" (bundled all-MiniLM-L6-v2), a sentence-transformers path, or "none"
         threshold: float | None = None  # P(entailed) at or above which a claim is Entailment; None: trained
-        window: int = 2  # adjacent reference sentences in a window
-        top_k_sentences: int = 3  # best-aligned sentences pooled for rec_topk
+        window: int = 2  # adjacent reference sentences in a window (the shipped head was fitted with 2)
+        top_k_sentences: int = 3  # best-aligned sentences pooled for rec_topk (fitted with 3)
         contradiction: bool = True  # label Contradiction on numeric / negation evidence
         batch_size: int = 64
         device: str = "cpu"
@@ -373,6 +375,12 @@ class OfflineChecker:
                 )
             data = json.loads(path.read_text())
             head = data["models"]["full" if self.use_embeddings else "lexical"]
+            fitted = data.get("feature_config", {})
+            for key in ("window", "top_k_sentences", "model"):
+                mine = getattr(self.config, key)
+                if key in fitted and mine != fitted[key] and not (key == "model" and mine == "none"):
+                    log.warning("evaluator.checker.%s=%r but %s was fitted with %r: scores are off-distribution",
+                                key, mine, path.name, fitted[key])
             self._params = head
         return self._params
 
