@@ -66,7 +66,7 @@ def _n_words(text: str) -> int:
 def _trim(text: str, s: int, e: int) -> tuple[int, int]:
     while s < e and text[s].isspace():
         s += 1
-    while e > s and text[e - 1] in _TRAIL:
+    while e > s and (text[e - 1] in _TRAIL or text[e - 1].isspace()):  # "0\x1f:" -> "0"
         e -= 1
     return s, e
 
