@@ -268,12 +268,14 @@ def test_real_llamacpp_judge(tmp_path):
     records = [dict(RECORDS[0], retrieved_context=RECORDS[0]["retrieved_context"][:1])]
     cfg = dict(
         name="llm",
-        extractor={"mode": "llm", "claim_format": "triplet", "max_tokens": 128},
+        # small budgets keep this under a minute on 2 cores: answers may be cut and fail to
+        # parse, which the assertions below account for (the counting is what is tested)
+        extractor={"mode": "llm", "claim_format": "triplet", "max_tokens": 96},
         checker={"mode": "llm", "batch_size": 8},
-        judge={"server": server, "max_tokens": 384, "timeout_s": 300, "parse_retries": 1},
+        judge={"server": server, "max_tokens": 192, "timeout_s": 300, "parse_retries": 0},
         trace_mode="annotator",
         ragas=True,
-        n_questions=2,
+        n_questions=1,
     )
     try:
         recs, m = Evaluator(**cfg).evaluate(records, cache=Cache(tmp_path / "cache"))
