@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import pickle
+import logging
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -37,6 +38,13 @@ from ragsweep.types import Chunk
 _WORD = re.compile(r"\w+", re.UNICODE)
 BACKENDS = ("bm25s", "rank_bm25")
 EPSILON = 0.25  # rank_bm25.BM25Okapi's default floor factor for negative idf
+
+
+def _import_bm25s():  # noqa: ANN202
+    import bm25s
+
+    logging.getLogger("bm25s").setLevel(logging.WARNING)  # it sets DEBUG on import: keep logs clean
+    return bm25s
 
 
 def _check_stopwords(stopwords: str | None) -> None:
@@ -148,7 +156,7 @@ class BM25Retriever(Retriever):
         return BM25Okapi(corpus, k1=self.config.k1, b=self.config.b, epsilon=EPSILON)
 
     def _build_bm25s(self, corpus: list[list[str]]) -> Any:
-        import bm25s
+        bm25s = _import_bm25s()
 
         if not any(corpus):
             return None
@@ -184,7 +192,7 @@ class BM25Retriever(Retriever):
         if (path / "empty").exists():
             return None
         if self.config.backend == "bm25s":
-            import bm25s
+            bm25s = _import_bm25s()
 
             return bm25s.BM25.load(str(path))
         with open(path / "rank_bm25.pkl", "rb") as f:
