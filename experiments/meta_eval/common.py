@@ -38,11 +38,23 @@ def parser(name: str, description: str) -> argparse.ArgumentParser:
     p.add_argument("--cache", default=DEFAULT_CACHE, help="embedding cache directory ('' disables)")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     p.add_argument("--model", default=None,
-                   help="evaluator.checker.model: offline: minilm (default) or none; nli: a local model path")
+                   help="offline: minilm (default) or none; nli: a model name/path; llm: the judge's model name")
+    p.add_argument("--base-url", default=None,
+                   help="llm: an OpenAI-compatible endpoint (default: a managed llama.cpp SmolLM2 server)")
+    p.add_argument("--api-key-env", default=None, help="llm: environment variable holding the endpoint's key")
     return p
 
 
 def checker_from_args(args: argparse.Namespace) -> Any:
+    if args.checker == "llm":
+        from ragsweep.evaluator.judge import Judge
+        from ragsweep.evaluator.pipeline import build_checker
+
+        if getattr(args, "base_url", None):
+            judge = Judge(base_url=args.base_url, model=args.model, api_key_env=args.api_key_env)
+        else:
+            judge = Judge(server={"_target_": "ragsweep.generator.server.LlamaCppServer"}, model=args.model)
+        return build_checker("llm", judge=judge)
     kwargs = {"model": args.model} if getattr(args, "model", None) else {}
     return make_checker(args.checker, **kwargs)
 
