@@ -75,7 +75,7 @@ import logging
 import math
 from collections import Counter
 from dataclasses import asdict
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ragsweep.errors import ConfigError
 from ragsweep.evaluator import ragchecker_metrics as rcm
@@ -130,9 +130,35 @@ def _attach_judge(obj: Any, judge: Any, what: str) -> Any:
     return obj
 
 
-def build_extractor(spec: Any = "offline", judge: Any = None) -> Any:
-    """An extractor from ``"offline"`` / ``"llm"``, a mapping (``mode`` or ``_target_`` plus
-    options, e.g. ``{mode: llm, claim_format: sentence}``) or an extractor object."""
+def _offline_extractor(judge: Any, opts: dict) -> Any:
+    return OfflineExtractor(**opts)
+
+
+def _llm_extractor(judge: Any, opts: dict) -> Any:
+    return LLMExtractor(judge=judge, **opts)
+
+
+def _offline_checker(judge: Any, opts: dict) -> Any:
+    from ragsweep.evaluator.offline import OfflineChecker
+
+    return OfflineChecker(**opts)
+
+
+def _nli_checker(judge: Any, opts: dict) -> Any:
+    from ragsweep.evaluator.nli import NLIChecker
+
+    return NLIChecker(**opts)
+
+
+def _llm_checker(judge: Any, opts: dict) -> Any:
+    from ragsweep.evaluator.judge import LLMChecker
+
+    return LLMChecker(judge=judge, **opts)
+
+
+def _build(kind: str, spec: Any, judge: Any, modes: dict[str, Callable[[Any, dict], Any]], methods: tuple[str, ...]) -> Any:
+    """A component from a mode name, a mapping (``mode`` or ``_target_`` plus options) or an
+    object that already has one of ``methods``."""
     spec = _plain(spec)
     if spec is None:
         spec = "offline"
@@ -141,51 +167,28 @@ def build_extractor(spec: Any = "offline", judge: Any = None) -> Any:
     if isinstance(spec, Mapping):
         opts = dict(spec)
         if "_target_" in opts:
-            return _attach_judge(_instantiate(opts), judge, "extractor")
+            return _attach_judge(_instantiate(opts), judge, kind)
         mode = opts.pop("mode", "offline")
-        if mode == "offline":
-            return OfflineExtractor(**opts)
-        if mode == "llm":
-            if judge is None:
-                raise EvaluatorConfigError("evaluator.extractor.mode llm needs a judge: set evaluator.judge")
-            return LLMExtractor(judge=judge, **opts)
-        raise EvaluatorConfigError(f"evaluator.extractor.mode must be offline or llm, got {mode!r}")
-    if not hasattr(spec, "extract_many") and not hasattr(spec, "extract"):
-        raise TypeError(f"an extractor needs extract()/extract_many(), got {type(spec).__name__}")
-    return _attach_judge(spec, judge, "extractor")
+        if mode not in modes:
+            raise EvaluatorConfigError(f"evaluator.{kind}.mode must be {', '.join(modes)}, got {mode!r}")
+        if mode == "llm" and judge is None:
+            raise EvaluatorConfigError(f"evaluator.{kind} mode llm needs a judge: set evaluator.judge")
+        return modes[mode](judge, opts)
+    if not any(hasattr(spec, m) for m in methods):
+        raise TypeError(f"a {kind} needs {'/'.join(m + '()' for m in methods)}, got {type(spec).__name__}")
+    return _attach_judge(spec, judge, kind)
+
+
+def build_extractor(spec: Any = "offline", judge: Any = None) -> Any:
+    """An extractor from ``"offline"`` / ``"llm"``, a mapping (``mode`` or ``_target_`` plus
+    options, e.g. ``{mode: llm, claim_format: sentence}``) or an extractor object."""
+    return _build("extractor", spec, judge, {"offline": _offline_extractor, "llm": _llm_extractor}, ("extract_many", "extract"))
 
 
 def build_checker(spec: Any = "offline", judge: Any = None) -> Any:
     """A checker from ``"offline"`` / ``"llm"`` / ``"nli"``, a mapping (``mode`` or ``_target_``
     plus options) or a checker object (anything with ``check_pairs``)."""
-    spec = _plain(spec)
-    if spec is None:
-        spec = "offline"
-    if isinstance(spec, str):
-        spec = {"mode": spec}
-    if isinstance(spec, Mapping):
-        opts = dict(spec)
-        if "_target_" in opts:
-            return _attach_judge(_instantiate(opts), judge, "checker")
-        mode = opts.pop("mode", "offline")
-        if mode == "offline":
-            from ragsweep.evaluator.offline import OfflineChecker
-
-            return OfflineChecker(**opts)
-        if mode == "nli":
-            from ragsweep.evaluator.nli import NLIChecker
-
-            return NLIChecker(**opts)
-        if mode == "llm":
-            from ragsweep.evaluator.judge import LLMChecker
-
-            if judge is None:
-                raise EvaluatorConfigError("evaluator.checker mode llm needs a judge: set evaluator.judge")
-            return LLMChecker(judge=judge, **opts)
-        raise EvaluatorConfigError(f"evaluator.checker.mode must be offline, llm or nli, got {mode!r}")
-    if not hasattr(spec, "check_pairs"):
-        raise TypeError(f"a checker needs check_pairs(), got {type(spec).__name__}")
-    return _attach_judge(spec, judge, "checker")
+    return _build("checker", spec, judge, {"offline": _offline_checker, "nli": _nli_checker, "llm": _llm_checker}, ("check_pairs",))
 
 
 # --------------------------------------------------------------------------------------------
