@@ -320,3 +320,22 @@ def test_no_shared_server_when_jobs_run_on_other_machines():
     assert not runs_remotely(cfg({"_target_": "hydra_plugins.hydra_ray_launcher.ray_local_launcher.RayLocalLauncher", "ray": {"init": {"address": None}}}))
     assert not runs_remotely(cfg({"_target_": "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"}))
     assert not runs_remotely(cfg({"_target_": "hydra._internal.core_plugins.basic_launcher.BasicLauncher"}))
+
+
+def test_llm_judge_attaches_to_the_sweeps_shared_server(compose_cfg):
+    """evaluator=llm whose judge server equals the sweep's generator server: no second server."""
+    from hydra.utils import instantiate
+
+    from ragsweep.evaluator.judge import Judge
+    from ragsweep.pipeline import share_judge_server
+    from ragsweep.sweep import AttachedServer, server_spec
+
+    cfg = compose_cfg("evaluator=llm")
+    shared = AttachedServer({"spec": server_spec(cfg.generator.server), "base_url": "http://127.0.0.1:9/v1", "model_name": "smollm2"})
+    evaluator = instantiate(cfg.evaluator)
+    assert share_judge_server(cfg, evaluator, shared)
+    assert isinstance(evaluator.config.judge, Judge) and evaluator.config.judge.server is shared
+    # a judge on another server (or no sweep server) keeps its own
+    other = AttachedServer({"spec": "something-else", "base_url": "http://127.0.0.1:9/v1", "model_name": "x"})
+    evaluator = instantiate(cfg.evaluator)
+    assert not share_judge_server(cfg, evaluator, other) and not share_judge_server(cfg, evaluator, None)

@@ -67,6 +67,26 @@ def short_params(cfg: DictConfig) -> dict[str, Any]:
     }
 
 
+def share_judge_server(cfg: DictConfig, evaluator: Any, server: Any) -> bool:
+    """In a sweep, an LLM judge configured with the same server as the sweep's shared model server
+    talks to that server instead of starting one per job. Returns whether it was shared."""
+    from ragsweep.sweep import server_spec
+
+    judge = cfg.evaluator.get("judge")
+    spec = getattr(server, "spec", None)
+    if not spec or judge is None or not OmegaConf.is_dict(judge.get("server")):
+        return False
+    if server_spec(judge.server) != spec:
+        return False
+    from ragsweep.evaluator.judge import Judge
+
+    judge_cfg = OmegaConf.to_container(judge, resolve=True)
+    judge_cfg["server"] = server
+    evaluator.config.judge = Judge(**judge_cfg)
+    log.info("the judge uses the sweep's shared model server")
+    return True
+
+
 def _retrieved_context(hits) -> list[dict[str, Any]]:
     return [
         {"doc_id": h.chunk.doc_id, "text": h.chunk.text, "chunk_id": h.chunk.chunk_id, "start": h.chunk.start, "end": h.chunk.end, "score": h.score}
@@ -254,6 +274,7 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: StageTimer, tracker: Tr
     # -- evaluation -------------------------------------------------------------------------------
     if "evaluator" in cfg and cfg.evaluator.get("_target_"):
         evaluator = instantiate(cfg.evaluator)
+        share_judge_server(cfg, evaluator, server)
         with timer("evaluate"):
             records, eval_metrics = evaluator.evaluate(records, cache=cache)
         metrics.update(eval_metrics)

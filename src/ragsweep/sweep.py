@@ -113,6 +113,7 @@ class AttachedServer:
         self.model_path = info.get("model_path")
         self.resolved_model_path = info.get("model_path")
         self.model = info.get("model")
+        self.spec = info.get("spec")
         self.cache_identity = info.get("cache_identity") or self.model_name
         self.structured_mode = info.get("structured_mode", "json_schema")
         self.api_key = api_key
