@@ -320,18 +320,22 @@ class LLMExtractor:
 # --------------------------------------------------------------------------------------------
 # cached extraction
 # --------------------------------------------------------------------------------------------
-def extractor_id(extractor: Any) -> Any:
-    """What names an extractor in cache keys: its ``cache_id``, else its class and config."""
-    cid = getattr(extractor, "cache_id", None)
+def component_id(component: Any) -> Any:
+    """What names an extractor or checker in cache keys: its ``cache_id``, else its class and
+    config."""
+    cid = getattr(component, "cache_id", None)
     if cid is not None:
         return cid
-    cls = type(extractor)
-    config = getattr(extractor, "config", None)
+    cls = type(component)
+    config = getattr(component, "config", None)
     try:
         config = asdict(config) if config is not None else None
     except TypeError:
         config = repr(config)
     return {"class": f"{cls.__module__}.{cls.__qualname__}", "config": config}
+
+
+extractor_id = component_id
 
 
 def extract_cached(

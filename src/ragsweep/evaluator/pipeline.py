@@ -74,7 +74,6 @@ import inspect
 import logging
 import math
 from collections import Counter
-from dataclasses import asdict
 from typing import Any, Callable, Mapping, Sequence
 
 from ragsweep.errors import ConfigError
@@ -84,6 +83,7 @@ from ragsweep.evaluator.claims import (
     LLMExtractor,
     OfflineExtractor,
     claim_text,
+    component_id,
     extract_cached,
 )
 from ragsweep.text import content_words, sentence_spans
@@ -194,18 +194,7 @@ def build_checker(spec: Any = "offline", judge: Any = None) -> Any:
 # --------------------------------------------------------------------------------------------
 # cached checking
 # --------------------------------------------------------------------------------------------
-def checker_id(checker: Any) -> Any:
-    """What names a checker in cache keys: its ``cache_id``, else its class and config."""
-    cid = getattr(checker, "cache_id", None)
-    if cid is not None:
-        return cid
-    cls = type(checker)
-    config = getattr(checker, "config", None)
-    try:
-        config = asdict(config) if config is not None else None
-    except TypeError:
-        config = repr(config)
-    return {"class": f"{cls.__module__}.{cls.__qualname__}", "config": config}
+checker_id = component_id  # the same identity rule as extractors
 
 
 def _call_checker(checker: Any, pairs: list[tuple[str, str]], cache: Any) -> list[Any]:
