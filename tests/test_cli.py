@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+from test_launchers import tiny_dataset
+
 PY = sys.executable
 
 
@@ -43,26 +45,9 @@ def test_bad_config_fails_fast_and_leaves_no_run(tmp_path, args, field):
     assert not [r for r in found if r.info.status == "FINISHED"]
 
 
-def _tiny_dataset(tmp_path):
-    corpus = tmp_path / "corpus.jsonl"
-    docs = [
-        ("d1", "The Eiffel Tower is in Paris. It was completed in 1889 for the World's Fair."),
-        ("d2", "Mount Everest is the highest mountain above sea level, in the Himalayas."),
-        ("d3", "The Nile is a major north-flowing river in northeastern Africa."),
-    ]
-    corpus.write_text("\n".join(json.dumps({"doc_id": d, "text": t}) for d, t in docs) + "\n")
-    queries = tmp_path / "queries.jsonl"
-    qs = [
-        {"query_id": "q1", "query": "When was the Eiffel Tower completed?", "gt_answer": "It was completed in 1889.", "relevant_doc_ids": ["d1"]},
-        {"query_id": "q2", "query": "What is the highest mountain?", "gt_answer": "Mount Everest.", "relevant_doc_ids": ["d2"]},
-    ]
-    queries.write_text("\n".join(json.dumps(q) for q in qs) + "\n")
-    return [f"dataset=jsonl", f"dataset.corpus={corpus}", f"dataset.queries={queries}"]
-
-
 @pytest.mark.slow
 def test_one_system_end_to_end_then_fully_cached(tmp_path):
-    args = [*_tiny_dataset(tmp_path), "retriever.top_k=2", "generator.max_tokens=24"]
+    args = [*tiny_dataset(tmp_path), "retriever.top_k=2", "generator.max_tokens=24"]
     first = ragsweep(tmp_path, *args)
     assert first.returncode == 0, first.stderr[-3000:]
     client, found = runs(tmp_path)

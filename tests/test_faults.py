@@ -33,6 +33,7 @@ import pytest
 
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))
+from test_server import wait_gone  # noqa: E402
 from fake_openai_server import (  # noqa: E402
     Action,
     FakeOpenAIServer,
@@ -437,17 +438,6 @@ def test_judge_wrong_label_count_and_malformed_json_are_parse_failures_and_nan(r
 
 
 # -- managed server faults, through the CLI ----------------------------------------------------------
-def wait_gone(pid: int, timeout: float = 15) -> bool:
-    from ragsweep.generator.server import pid_alive
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not pid_alive(pid):
-            return True
-        time.sleep(0.05)
-    return False
-
-
 def one_error_line(stderr: str) -> str:
     lines = [line for line in stderr.splitlines() if line.startswith("ragsweep: error: ")]
     assert len(lines) == 1 and "Traceback" not in stderr, stderr[-3000:]
@@ -533,7 +523,7 @@ def test_llamacpp_server_dying_mid_run_is_named_and_fails_the_run(tmp_path):
     assert [r.info.status for r in found] == ["FAILED"]
     assert "died (killed by signal 9)" in found[0].data.tags["ragsweep.error"]
     assert found[0].data.metrics["generator/failures"] >= 1
-    assert wait_gone(entry["pid"]) and registered_servers(tmp_path / "state") == []
+    assert wait_gone(entry["pid"], timeout=15) and registered_servers(tmp_path / "state") == []
 
 
 @pytest.mark.slow
@@ -551,7 +541,7 @@ def test_signal_during_generation_stops_everything(tmp_path, sig):
             proc.kill()
     assert proc.returncode == {"SIGINT": 130, "SIGTERM": 143}[sig], err[-3000:]
     assert "ragsweep: interrupted" in err and "Traceback" not in err, err[-3000:]
-    assert wait_gone(entry["pid"]), f"server pid {entry['pid']} left running"
+    assert wait_gone(entry["pid"], timeout=15), f"server pid {entry['pid']} left running"
     assert registered_servers(tmp_path / "state") == []
     _, found = mlflow_runs(tmp_path)
     assert [r.info.status for r in found] in (["KILLED"], ["FAILED"]), [r.info.status for r in found]
