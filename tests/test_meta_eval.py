@@ -52,6 +52,77 @@ def test_ragbench_suite(tmp_path, capsys):
     for row in ("leave-one-subset-out head", "shipped head (in-sample", "token overlap", "gpt3_adherence"):
         assert row in text
     assert "| scorer | covidqa | hotpotqa | msmarco | mean |" in text
+    # the TRACe RMSE table: every "ours" and constant row finite; the GPT-3.5 judge columns are filled in the fixture
+    assert "not in this suite yet" not in text
+    assert "| scorer, metric | covidqa | hotpotqa | msmarco | mean |" in text
+    table = text[text.index("| scorer, metric |"):].split("\n\n")[0].splitlines()[2:]
+    cells = {r.split(" | ")[0].lstrip("| "): r.strip(" |").split(" | ")[1:] for r in table}
+    want = ("**offline**, relevance: question cosine", "offline, relevance: question cosine",
+            "**offline**, utilization", "**offline**, completeness", "offline, completeness",
+            "constant: mean shipped relevance_score", "constant: mean shipped utilization_score",
+            "constant: mean shipped completeness_score", "gpt3_context_relevance", "gpt35_utilization")
+    for prefix in want:
+        (vals,) = [v for k, v in cells.items() if k.startswith(prefix)]
+        assert len(vals) == 4 and all(math.isfinite(float(v)) and 0 <= float(v) <= 1 for v in vals), (prefix, vals)
+    assert cells["rows"][:3] == ["4", "4", "4"]
+
+
+class _FakeChecker:
+    """check_pairs: Entailment for the pairs in ``yes``; records each call."""
+
+    def __init__(self, yes):
+        self.yes, self.calls = set(yes), []
+
+    def check_pairs(self, pairs, cache=None):
+        self.calls.append(list(pairs))
+        return ["Entailment" if p in self.yes else "Neutral" for p in pairs]
+
+
+def test_ragbench_suite_label_only_checker(tmp_path, capsys, monkeypatch):
+    """A checker with labels only (as llm / nli) runs the same path: no utilized sentence -> utilization 0."""
+    monkeypatch.setattr(C, "checker_from_args", lambda args: _FakeChecker(set()))
+    text = _run(ragbench, tmp_path, capsys, "--checker", "fake", "--limit", "2")
+    assert "| rows | 2 | 2 | 2 |  |" in text
+    line = next(r for r in text.splitlines() if r.startswith("| **fake**, utilization"))
+    vals = [float(v) for v in line.strip(" |").split(" | ")[1:]]
+    assert len(vals) == 4 and all(math.isfinite(v) for v in vals)
+
+
+def test_ragbench_utilized_keys_logic():
+    row = {
+        "documents_sentences": [[["0a", "A1."], ["0b", "A2."]], [["1a", "B1."], ["1b", "B2."]], []],
+        "response_sentences": [["a", "X."], ["b", "Y."]],
+    }
+    other = {"documents_sentences": [[["0a", "C1."], ["0b", "C2."]]], "response_sentences": [["a", "Z."]]}
+    yes = {
+        ("X.", "A1. A2."),  # X is entailed by document 0 ...
+        ("X.", "A2."),  # ... and inside it by 0b only
+        ("Y.", "B1."),  # Y is entailed by sentence 1a alone, but not by document 1: pruned, not utilized
+        ("Y.", "A1. A2."), ("Y.", "A1."),  # Y entailed by document 0 and its sentence 0a
+        ("Z.", "C1."),  # sentence-level only for the other row: not utilized
+    }
+    fake = _FakeChecker(yes)
+    assert ragbench.utilized_keys(fake, [row, other]) == [["0a", "0b"], []]
+    assert len(fake.calls) == 2  # one call per stage for all rows
+    assert sorted(fake.calls[0]) == sorted({("X.", "A1. A2."), ("X.", "B1. B2."), ("Y.", "A1. A2."),
+                                            ("Y.", "B1. B2."), ("Z.", "C1. C2.")})  # empty document skipped
+    assert sorted(fake.calls[1]) == [("X.", "A1."), ("X.", "A2."), ("Y.", "A1."), ("Y.", "A2.")]
+    # completeness etc. from those keys, RAGBench's Len (sentence counts over its keys)
+    s = ragbench.trace_predictions([row], [["0a", "1a"]], [["0a", "0b"]])
+    assert np.allclose([s["relevance"][0], s["utilization"][0], s["completeness"][0]], [0.5, 0.5, 0.5])
+
+
+def test_ragbench_question_relevant_keys_and_rmse():
+    vec = {"q": [1.0, 0.0], "near": [0.8, 0.6], "far": [0.0, 1.0], "edge": [0.5, 0.866025]}
+
+    class Emb:
+        def encode(self, texts):
+            return np.array([vec[t] for t in texts])
+
+    row = {"question": "q", "documents_sentences": [[["0a", "near"], ["0b", "far"]], [["1a", "edge"]]]}
+    assert ragbench.question_relevant_keys(Emb(), [row]) == [["0a", "1a"]]  # cosine >= 0.5 (0.8, 0.5)
+    assert math.isclose(ragbench.rmse(np.array([0.0, 1.0]), np.array([0.0, 0.0])), math.sqrt(0.5))
+    assert math.isnan(ragbench.rmse(np.array([0.0, 1.0]), np.array([0.0, np.nan])))  # column not filled on every row
 
 
 def test_scifact_suite_sparse(tmp_path, capsys):

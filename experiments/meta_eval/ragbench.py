@@ -15,7 +15,31 @@ of 1 - score for predicting non-adherence):
 - token overlap: share of the response's content words found in the documents.
 - gpt3_adherence: RAGBench's shipped GPT-3.5 judge score, where the column is filled.
 
-RMSE of relevance / utilization / completeness (TRACe) is left to the TRACe suite (column "-").
+Second table: RMSE of our TRACe relevance / utilization / completeness against RAGBench's shipped
+``relevance_score`` / ``utilization_score`` / ``completeness_score`` (GPT-4 annotations), per
+subset. All scores come from :func:`ragsweep.evaluator.trace.trace_scores` with
+``length="sentences", ragbench_compat=True`` over RAGBench's own ``documents_sentences`` keys (the
+setting that reproduces the shipped scores exactly from the shipped key lists), so only the keys
+differ:
+
+- utilized keys (as the product's entailment TRACe): each response sentence is a claim; it is
+  checked against each whole document (the document's sentences joined by spaces), and inside each
+  document that entails it, against each sentence of that document; a document sentence that
+  entails some response sentence is utilized. Only the checker's labels are used
+  ("Entailment" counts), so ``--checker llm|nli`` run the same code.
+- relevant keys: RAGBench's relevance is "sentences relevant to answering the question"; the
+  product's relevance needs a ground-truth answer, which RAGBench rows do not have, so two proxies:
+  (a) question cosine: sentences whose all-MiniLM-L6-v2 cosine with the question is at least 0.5
+  (the offline RAGAS context-relevance substitute); (b) main row: (a) united with the utilized
+  sentences (a sentence the response used is relevant; RAGBench's own utilized keys are a subset
+  of its relevant keys on 86% of validation rows).
+- completeness: from the same relevant and utilized keys.
+
+Reference rows: a constant predictor (each subset gets the mean shipped score over the rows of the
+other loaded subsets) and RAGBench's shipped judge columns where they are filled on every row of a
+subset (``gpt3_context_relevance`` vs ``relevance_score``, ``gpt35_utilization`` vs
+``utilization_score``; ``ragas_context_relevance`` / ``trulens_context_relevance`` are compared to
+``relevance_score`` when filled; no shipped judge column estimates completeness).
 """
 
 from __future__ import annotations
@@ -27,6 +51,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from experiments.meta_eval import common as C
+from ragsweep.evaluator import trace as tr
 
 NAME = "ragbench"
 #: RAGBench paper, Table 3: hallucination-detection AUROC on the *test* splits (not rerun here)
@@ -66,6 +91,198 @@ def loso_predictions(data: dict[str, Any], heads_fn: Any) -> tuple[np.ndarray, d
         head = heads_fn(X[train], y[train], sub[train])
         p[test] = predict(head, X[test])
     return p, notes
+
+
+# -- TRACe relevance / utilization / completeness ------------------------------------------------
+TRACE_METRICS = ("relevance", "utilization", "completeness")
+#: cosine(question, sentence) at or above which a context sentence is relevant (offline RAGAS default)
+QUESTION_THRESHOLD = 0.5
+#: RAGBench's shipped judge columns and the shipped TRACe score each one estimates
+SHIPPED_JUDGES = {
+    "gpt3_context_relevance": ("relevance", "RAGBench's GPT-3.5 judge"),
+    "gpt35_utilization": ("utilization", "RAGBench's GPT-3.5 judge"),
+    "ragas_context_relevance": ("relevance", "RAGBench's RAGAS run"),
+    "trulens_context_relevance": ("relevance", "RAGBench's TruLens run"),
+}
+
+
+def _docs(row: dict[str, Any]) -> list[list[tuple[str, str]]]:
+    return [[(str(k), str(t)) for k, t in doc] for doc in row["documents_sentences"]]
+
+
+def _labels_unique(checker: Any, pairs: list[tuple[str, str]], cache: Any) -> list[Any]:
+    """``C.check_pairs`` on the distinct pairs (one call), mapped back to every pair."""
+    unique = list(dict.fromkeys(pairs))
+    got = dict(zip(unique, C.check_pairs(checker, unique, cache)))
+    return [got[p] for p in pairs]
+
+
+def utilized_keys(checker: Any, rows: Sequence[dict[str, Any]], cache: Any = None) -> list[list[str]]:
+    """Per row, the document sentence keys that entail some response sentence.
+
+    Stage 1 checks every (response sentence, whole document) pair; stage 2 checks a response
+    sentence against each sentence of the documents that entailed it in stage 1 (the product's
+    pruning in ``pipeline._trace_entailment``). One ``check_pairs`` call per stage for all rows.
+    """
+    docs = [_docs(r) for r in rows]
+    pairs1, where1 = [], []
+    for i, r in enumerate(rows):
+        for _, claim in r["response_sentences"]:
+            for d, sents in enumerate(docs[i]):
+                if sents:
+                    pairs1.append((str(claim), " ".join(t for _, t in sents)))
+                    where1.append((i, d))
+    labels1 = _labels_unique(checker, pairs1, cache) if pairs1 else []
+    pairs2, keys2 = [], []
+    for (claim, _), (i, d), lab in zip(pairs1, where1, labels1):
+        if lab == "Entailment":
+            for key, sent in docs[i][d]:
+                pairs2.append((claim, sent))
+                keys2.append((i, key))
+    labels2 = _labels_unique(checker, pairs2, cache) if pairs2 else []
+    out: list[dict[str, None]] = [{} for _ in rows]
+    for (i, key), lab in zip(keys2, labels2):
+        if lab == "Entailment":
+            out[i][key] = None
+    order = [{k: n for n, (k, _) in enumerate(s for doc in d for s in doc)} for d in docs]
+    return [sorted(o, key=order[i].__getitem__) for i, o in enumerate(out)]
+
+
+def question_relevant_keys(embedder: Any, rows: Sequence[dict[str, Any]],
+                           threshold: float = QUESTION_THRESHOLD) -> list[list[str]]:
+    """Per row, the document sentence keys whose cosine with the question is >= ``threshold``
+    (``embedder.encode`` gives unit-norm rows, as :class:`ragsweep.evaluator.ragas.Embedder`)."""
+    texts: list[str] = []
+    spans = []
+    for r in rows:
+        sents = [s for doc in _docs(r) for s in doc]
+        spans.append((len(texts), sents))
+        texts.append(str(r.get("question") or ""))
+        texts += [t for _, t in sents]
+    if not texts:
+        return []
+    vecs = np.asarray(embedder.encode(texts), dtype=np.float32)
+    out = []
+    for start, sents in spans:
+        cos = vecs[start + 1 : start + 1 + len(sents)] @ vecs[start] if sents else np.zeros(0)
+        out.append([k for (k, _), c in zip(sents, cos) if c >= threshold])
+    return out
+
+
+def trace_predictions(rows: Sequence[dict[str, Any]], relevant: Sequence[Sequence[str]],
+                      utilized: Sequence[Sequence[str]]) -> dict[str, np.ndarray]:
+    """``{metric: per-row value}`` from ``trace_scores`` with RAGBench's Len (sentences, compat)."""
+    vals: dict[str, list[float]] = {m: [] for m in TRACE_METRICS}
+    for r, rel, util in zip(rows, relevant, utilized):
+        res = tr.trace_scores(_docs(r), rel, util, length="sentences", ragbench_compat=True)
+        for m in TRACE_METRICS:
+            vals[m].append(float(res[m]))
+    return {m: np.asarray(v, dtype=float) for m, v in vals.items()}
+
+
+def _num(v: Any) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def shipped(rows: Sequence[dict[str, Any]], column: str) -> np.ndarray:
+    """A row column as floats (missing / None -> NaN)."""
+    return np.asarray([_num(r.get(column)) for r in rows], dtype=float)
+
+
+def rmse(pred: np.ndarray, truth: np.ndarray) -> float:
+    """Root mean squared error over the rows where both are finite; NaN when truth is missing on
+    any row (a column that is not filled on the whole subset) or nothing is left."""
+    pred, truth = np.asarray(pred, dtype=float), np.asarray(truth, dtype=float)
+    if not len(truth) or not np.isfinite(truth).all():
+        return float("nan")
+    ok = np.isfinite(pred)
+    if not ok.any():
+        return float("nan")
+    return float(np.sqrt(np.mean((pred[ok] - truth[ok]) ** 2)))
+
+
+def trace_rmse_section(rows_by: dict[str, list[dict[str, Any]]], checker: Any, cache: Any, name: str,
+                       embedder: Any = None) -> list[str]:
+    """The Markdown lines of the TRACe RMSE table (see the module doc)."""
+    subsets = [s for s in rows_by if rows_by[s]]
+    truth = {s: {m: shipped(rows_by[s], f"{m}_score") for m in TRACE_METRICS} for s in subsets}
+    if not any(np.isfinite(truth[s][m]).any() for s in subsets for m in TRACE_METRICS):
+        return ["TRACe RMSE: - (the data has no shipped relevance_score / utilization_score / completeness_score)."]
+    if embedder is None:
+        from ragsweep.evaluator.ragas import Embedder
+
+        embedder = Embedder(cache=cache)
+    ours: dict[str, dict[str, dict[str, np.ndarray]]] = {}
+    n_pred_nan = 0
+    for s in subsets:
+        rows = rows_by[s]
+        util = utilized_keys(checker, rows, cache)
+        qrel = question_relevant_keys(embedder, rows)
+        union = [list(dict.fromkeys([*q, *u])) for q, u in zip(qrel, util)]
+        ours[s] = {"union": trace_predictions(rows, union, util), "question": trace_predictions(rows, qrel, util)}
+        n_pred_nan += int(np.isnan(ours[s]["union"]["relevance"]).sum())
+
+    def row(label: str, vals: list[float]) -> list[Any]:
+        finite = [v for v in vals if v == v]
+        return [label] + vals + [float(np.mean(finite)) if finite and len(finite) == len(vals) else float("nan")]
+
+    cos = f"question cosine (MiniLM) >= {QUESTION_THRESHOLD}"
+    table: list[list[Any]] = [["rows"] + [str(len(rows_by[s])) for s in subsets] + [""]]
+    labels = {
+        "relevance": [(f"**{name}**, relevance: {cos} or utilized", "union"),
+                      (f"{name}, relevance: {cos} only", "question")],
+        "utilization": [(f"**{name}**, utilization: sentences entailing a response sentence", "union")],
+        "completeness": [(f"**{name}**, completeness (relevant = {cos} or utilized)", "union"),
+                         (f"{name}, completeness (relevant = {cos} only)", "question")],
+    }
+    filled_somewhere = []
+    for m in TRACE_METRICS:
+        for label, variant in labels[m]:
+            table.append(row(label, [rmse(ours[s][variant][m], truth[s][m]) for s in subsets]))
+        const = []
+        for s in subsets:
+            other = np.concatenate([truth[o][m] for o in subsets if o != s] or [np.zeros(0)])
+            other = other[np.isfinite(other)]
+            c = float(other.mean()) if len(other) else float("nan")
+            const.append(rmse(np.full(len(truth[s][m]), c), truth[s][m]))
+        table.append(row(f"constant: mean shipped {m}_score of the other subsets' rows", const))
+        for col, (metric, who) in SHIPPED_JUDGES.items():
+            if metric != m:
+                continue
+            vals = [rmse(shipped(rows_by[s], col), truth[s][m]) if np.isfinite(shipped(rows_by[s], col)).all()
+                    else float("nan") for s in subsets]
+            if any(v == v for v in vals):
+                table.append(row(f"{col} ({who}, shipped, where filled) vs {m}_score", vals))
+                filled_somewhere.append(col)
+    empty = [c for c in SHIPPED_JUDGES if c not in filled_somewhere]
+
+    def means(m: str, variant: str = "union") -> str:
+        t = np.concatenate([truth[s][m] for s in subsets])
+        o = np.concatenate([ours[s][variant][m] for s in subsets])
+        return f"{np.nanmean(t):.3f} / {np.nanmean(o):.3f}"
+
+    lines = [
+        "## RAGBench validation: RMSE of TRACe relevance / utilization / completeness against the shipped "
+        "relevance_score / utilization_score / completeness_score (lower is better)",
+        "",
+        C.md_table(["scorer, metric"] + subsets + ["mean"], table, digits=3),
+        "",
+        f"- ours: keys from the {name} checker's labels (utilized) and MiniLM question cosine (relevant), scored by "
+        "trace_scores(length='sentences', ragbench_compat=True) over RAGBench's documents_sentences keys; bold = the "
+        "main rows. The shipped scores are GPT-4 annotations, so every row measures agreement with GPT-4.",
+        "- mean over all rows, shipped / ours (main rows): relevance " + means("relevance")
+        + ", utilization " + means("utilization") + ", completeness " + means("completeness")
+        + f"; relevance with the {cos} proxy alone: " + means("relevance", "question") + ".",
+        "- constant: each subset is predicted by the mean shipped score over the rows of the other loaded subsets.",
+        "- no shipped judge column estimates completeness; judge rows are n/a where the column is not filled on every "
+        "row of the subset" + (f"; not filled on any loaded subset: {', '.join(empty)}" if empty else "") + ".",
+    ]
+    if n_pred_nan:
+        lines.append(f"- {n_pred_nan} rows without document sentences have no score (left out of the RMSE).")
+    return lines
 
 
 def run(args: argparse.Namespace) -> str:
@@ -147,9 +364,11 @@ def run(args: argparse.Namespace) -> str:
     if offline:
         lines += ["", "Sentence-level AUROC (response sentence supported, LOSO head):", "",
                   C.md_table(header, [row(f"{name}, sentence P", "offline_loso_sent")], digits=3)]
-    lines += ["", "Relevance / utilization / completeness RMSE (TRACe): - (not in this suite yet).", ""]
+    if notes:
+        lines.append("")
     for s, n in notes.items():
         lines.append(f"- {s}: {n}")
+    lines += ["", *trace_rmse_section(rows_by, checker, cache, name)]
     return "\n".join(lines).rstrip() + "\n"
 
 
