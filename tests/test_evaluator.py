@@ -13,7 +13,7 @@ from ragsweep.cache import Cache
 from ragsweep.evaluator import ragchecker_metrics as rcm
 from ragsweep.evaluator.claims import OfflineExtractor
 from ragsweep.evaluator.core import Evaluator
-from ragsweep.evaluator.pipeline import check_cached, claim_sentences, evaluate_records
+from ragsweep.evaluator.pipeline import EvaluatorConfigError, check_cached, claim_sentences, evaluate_records
 from ragsweep.evaluator.ragas import Ragas, faithfulness
 
 _W = re.compile(r"\w+")
@@ -91,6 +91,7 @@ def _records():
 
 def _run(records=None, checker=None, **kw):
     kw.setdefault("embedder", HashEmbedder())
+    kw.setdefault("trace_attribution", "entailment")  # the cover rule has its own test
     return evaluate_records(records or _records(), OfflineExtractor(), checker or WordChecker(), **kw)
 
 
@@ -170,7 +171,8 @@ def test_second_run_makes_zero_checker_calls(tmp_path):
             return super().extract_many(texts, questions)
 
     second = WordChecker()
-    recs2, m2 = evaluate_records(_records(), CountingExtractor(), second, cache=Cache(tmp_path), embedder=HashEmbedder())
+    recs2, m2 = evaluate_records(_records(), CountingExtractor(), second, cache=Cache(tmp_path), embedder=HashEmbedder(),
+                                 trace_attribution="entailment")
     assert second.calls == 0 and second.pairs == []
     assert CountingExtractor.n == 0
     assert m2["judge/checks"] == 0 and m2["judge/extractions"] == 0 and m2["judge/cache_hits"] > 0
@@ -202,6 +204,31 @@ def test_failed_labels_give_nan_and_are_retried(tmp_path):
     again = WordChecker()
     _run(records=recs, checker=again, cache=Cache(tmp_path))
     assert again.pairs == [("The sky is blue today.", "FLAKY chunk: the sky is blue today.")]
+
+
+def test_trace_cover_attribution_needs_no_checks():
+    entail, cover = WordChecker(), WordChecker()
+    a, _ = _run(checker=entail, ragas=False)
+    b, m = _run(checker=cover, ragas=False, trace_attribution="cover")
+    t = b[0]["trace"]
+    assert t["mode"] == "entailment" and t["attribution"] == "cover"
+    # response claims: "Paris is in France" -> 0a (holds both its words); "Berlin is in Spain." and
+    # "Paris is big and old." share one word with a sentence: not attributed
+    assert t["all_utilized_sentence_keys"] == ["0a"]
+    assert t["unattributed_response_claims"] == [1, 2]
+    # ground truth: "Paris is in France." -> 0a, "Berlin is the capital of Germany." -> 1a, Rome: nowhere
+    assert t["all_relevant_sentence_keys"] == ["0a", "1a"] and t["unattributed_gt_answer_claims"] == [2]
+    assert (t["relevance_score"], t["utilization_score"], t["completeness_score"]) == (0.5, 0.25, 0.5)
+    # support and adherence still come from the chunk-level checks: same as with entailment attribution
+    assert t["unsupported_response_sentence_keys"] == a[0]["trace"]["unsupported_response_sentence_keys"]
+    assert t["adherence_score"] is a[0]["trace"]["adherence_score"] is False
+    # no sentence-level check at all: exactly the RAGChecker matrices' pairs
+    assert set(cover.pairs) < set(entail.pairs)
+    whole = {c["text"] for r in _records() for c in r["retrieved_context"]}
+    whole |= {r["gt_answer"] for r in _records() if r["gt_answer"]} | {r["response"] for r in _records()}
+    assert {ref for _, ref in cover.pairs} <= whole
+    with pytest.raises(EvaluatorConfigError, match="trace_attribution must be one of cover, entailment"):
+        _run(trace_attribution="words")
 
 
 def test_trace_from_entailment_checks():

@@ -57,8 +57,11 @@ def test_ragbench_suite(tmp_path, capsys):
     assert "| scorer, metric | covidqa | hotpotqa | msmarco | mean |" in text
     table = text[text.index("| scorer, metric |"):].split("\n\n")[0].splitlines()[2:]
     cells = {r.split(" | ")[0].lstrip("| "): r.strip(" |").split(" | ")[1:] for r in table}
-    want = ("**offline**, relevance: question cosine", "offline, relevance: question cosine",
-            "**offline**, utilization", "**offline**, completeness", "offline, completeness",
+    want = ("**offline**, relevance: question cosine", "offline, relevance: question cosine (MiniLM) >= 0.5 only",
+            "offline, relevance: question cosine (MiniLM) >= 0.5, or utilized (entailment)",
+            "**offline**, utilization: trace_attribution=cover", "offline, utilization: trace_attribution=entailment",
+            "**offline**, completeness", "offline, completeness (relevant = question cosine (MiniLM) >= 0.5 only",
+            "offline, completeness (entailment)",
             "constant: mean shipped relevance_score", "constant: mean shipped utilization_score",
             "constant: mean shipped completeness_score", "gpt3_context_relevance", "gpt35_utilization")
     for prefix in want:
@@ -110,6 +113,23 @@ def test_ragbench_utilized_keys_logic():
     # completeness etc. from those keys, RAGBench's Len (sentence counts over its keys)
     s = ragbench.trace_predictions([row], [["0a", "1a"]], [["0a", "0b"]])
     assert np.allclose([s["relevance"][0], s["utilization"][0], s["completeness"][0]], [0.5, 0.5, 0.5])
+
+
+def test_ragbench_cover_keys_greedy():
+    row = {
+        "documents_sentences": [
+            [["0a", "Paris is the capital city of France."], ["0b", "The Seine river flows through Paris."]],
+            [["1a", "France borders Spain, Italy and Germany."], ["1b", "Bread costs little."]],
+        ],
+        "response_sentences": [
+            ["a", "Paris, the capital of France, lies on the Seine river and borders Spain and Italy."],
+            ["b", "Bread is cheap."],  # one shared word: below the minimum, no sentence
+        ],
+    }
+    # 1a supplies france/border/spain/italy (4), then 0b paris/seine/river (3 new); 0a adds only
+    # capital (1 new): stop
+    assert ragbench.cover_keys([row]) == [["1a", "0b"]]
+    assert ragbench.cover_keys([row], min_new=1) == [["1a", "0b", "0a", "1b"]]
 
 
 def test_ragbench_question_relevant_keys_and_rmse():

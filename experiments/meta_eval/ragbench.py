@@ -22,13 +22,16 @@ subset. All scores come from :func:`ragsweep.evaluator.trace.trace_scores` with
 setting that reproduces the shipped scores exactly from the shipped key lists), so only the keys
 differ:
 
-- utilized keys (as the product's entailment TRACe): each response sentence is a claim; it is
-  checked against each whole document (the document's sentences joined by spaces), and inside each
-  document that entails it, against each sentence of that document; a document sentence that
-  entails some response sentence is utilized. Only the checker's labels are used
+- utilized keys, two rules as the evaluator's ``trace_attribution``:
+  ``cover`` (the default, no checker): for each response sentence, the document sentences that
+  supply its content words (:func:`ragsweep.evaluator.trace.lexical_cover`: greedy, each
+  sentence adding >= 3 new content words); ``entailment``: each response sentence is a claim; it
+  is checked against each whole document (the document's sentences joined by spaces), and inside
+  each document that entails it, against each sentence of that document; a document sentence
+  that entails some response sentence is utilized. Only the checker's labels are used
   ("Entailment" counts), so ``--checker llm|nli`` run the same code.
 - relevant keys: RAGBench's relevance is "sentences relevant to answering the question"; the
-  product's relevance needs a ground-truth answer, which RAGBench rows do not have, so two proxies:
+  product's relevance needs a ground-truth answer, which RAGBench rows do not have, so proxies:
   (a) question cosine: sentences whose all-MiniLM-L6-v2 cosine with the question is at least 0.5
   (the offline RAGAS context-relevance substitute); (b) main row: (a) united with the utilized
   sentences (a sentence the response used is relevant; RAGBench's own utilized keys are a subset
@@ -148,6 +151,19 @@ def utilized_keys(checker: Any, rows: Sequence[dict[str, Any]], cache: Any = Non
     return [sorted(o, key=order[i].__getitem__) for i, o in enumerate(out)]
 
 
+COVER_MIN_NEW = tr.COVER_MIN_NEW
+
+
+def cover_keys(rows: Sequence[dict[str, Any]], min_new: int = COVER_MIN_NEW) -> list[list[str]]:
+    """Per row, the evaluator's ``trace_attribution="cover"`` rule (no checker): the document
+    sentences each response sentence draws its words from (:func:`ragsweep.evaluator.trace.lexical_cover`)."""
+    out = []
+    for r in rows:
+        per_claim = tr.lexical_cover([str(t) for _, t in r["response_sentences"]], _docs(r), min_new)
+        out.append(list(dict.fromkeys(k for keys in per_claim for k in keys)))
+    return out
+
+
 def question_relevant_keys(embedder: Any, rows: Sequence[dict[str, Any]],
                            threshold: float = QUESTION_THRESHOLD) -> list[list[str]]:
     """Per row, the document sentence keys whose cosine with the question is >= ``threshold``
@@ -219,10 +235,13 @@ def trace_rmse_section(rows_by: dict[str, list[dict[str, Any]]], checker: Any, c
     n_pred_nan = 0
     for s in subsets:
         rows = rows_by[s]
-        util = utilized_keys(checker, rows, cache)
+        entail = utilized_keys(checker, rows, cache)  # trace_attribution=entailment
+        cover = cover_keys(rows)  # trace_attribution=cover (the evaluator's default)
         qrel = question_relevant_keys(embedder, rows)
-        union = [list(dict.fromkeys([*q, *u])) for q, u in zip(qrel, util)]
-        ours[s] = {"union": trace_predictions(rows, union, util), "question": trace_predictions(rows, qrel, util)}
+        union = [list(dict.fromkeys([*q, *u])) for q, u in zip(qrel, cover)]
+        union_e = [list(dict.fromkeys([*q, *u])) for q, u in zip(qrel, entail)]
+        ours[s] = {"union": trace_predictions(rows, union, cover), "question": trace_predictions(rows, qrel, cover),
+                   "entail": trace_predictions(rows, union_e, entail)}
         n_pred_nan += int(np.isnan(ours[s]["union"]["relevance"]).sum())
 
     def row(label: str, vals: list[float]) -> list[Any]:
@@ -231,12 +250,17 @@ def trace_rmse_section(rows_by: dict[str, list[dict[str, Any]]], checker: Any, c
 
     cos = f"question cosine (MiniLM) >= {QUESTION_THRESHOLD}"
     table: list[list[Any]] = [["rows"] + [str(len(rows_by[s])) for s in subsets] + [""]]
+    cov = f"trace_attribution=cover (default): sentences supplying >= {COVER_MIN_NEW} of a response sentence's content words"
+    ent = "trace_attribution=entailment: sentences entailing a response sentence (checker)"
     labels = {
-        "relevance": [(f"**{name}**, relevance: {cos} or utilized", "union"),
-                      (f"{name}, relevance: {cos} only", "question")],
-        "utilization": [(f"**{name}**, utilization: sentences entailing a response sentence", "union")],
-        "completeness": [(f"**{name}**, completeness (relevant = {cos} or utilized)", "union"),
-                         (f"{name}, completeness (relevant = {cos} only)", "question")],
+        "relevance": [(f"**{name}**, relevance: {cos}, or utilized (cover)", "union"),
+                      (f"{name}, relevance: {cos} only", "question"),
+                      (f"{name}, relevance: {cos}, or utilized (entailment)", "entail")],
+        "utilization": [(f"**{name}**, utilization: {cov}", "union"),
+                        (f"{name}, utilization: {ent}", "entail")],
+        "completeness": [(f"**{name}**, completeness (relevant = {cos} or utilized; cover)", "union"),
+                         (f"{name}, completeness (relevant = {cos} only; cover)", "question"),
+                         (f"{name}, completeness (entailment)", "entail")],
     }
     filled_somewhere = []
     for m in TRACE_METRICS:
@@ -270,7 +294,8 @@ def trace_rmse_section(rows_by: dict[str, list[dict[str, Any]]], checker: Any, c
         "",
         C.md_table(["scorer, metric"] + subsets + ["mean"], table, digits=3),
         "",
-        f"- ours: keys from the {name} checker's labels (utilized) and MiniLM question cosine (relevant), scored by "
+        f"- ours: utilized keys by the lexical cover (default) or the {name} checker's labels (entailment), relevant "
+        "keys by MiniLM question cosine (and utilized), scored by "
         "trace_scores(length='sentences', ragbench_compat=True) over RAGBench's documents_sentences keys; bold = the "
         "main rows. The shipped scores are GPT-4 annotations, so every row measures agreement with GPT-4.",
         "- mean over all rows, shipped / ours (main rows): relevance " + means("relevance")

@@ -22,8 +22,10 @@
   ``concurrency``, ``timeout_s``, ``max_retries``, ``parse_retries``, ... A managed judge server
   is started only when a judge request is not answered by the cache, and always stopped when
   ``evaluate`` returns or raises.
-- ``trace_mode``: entailment | annotator | none; ``prune``: test TRACe sentences only inside
-  chunks that entail the claim.
+- ``trace_mode``: entailment | annotator | none; ``trace_attribution``: cover (default: the
+  context sentences a claim draws its words from) | entailment (the sentences that entail it on
+  their own); ``prune``: with entailment attribution, test sentences only inside chunks that
+  entail the claim.
 - ``ragas``: compute RAGAS (LLM variants with a judge, embedding substitutes without one);
   ``embedding_model``, ``context_threshold``, ``n_questions``.
 
@@ -38,7 +40,7 @@ from typing import Any, Mapping, Sequence
 
 from ragsweep.evaluator.claims import LLMExtractor, OfflineExtractor
 from ragsweep.evaluator.judge import Judge, LLMChecker, _plain
-from ragsweep.evaluator.pipeline import TRACE_MODES, build_checker, build_extractor, evaluate_records
+from ragsweep.evaluator.pipeline import TRACE_ATTRIBUTIONS, TRACE_MODES, build_checker, build_extractor, evaluate_records
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +110,7 @@ class Evaluator:
         checker: Any = "offline"
         judge: Any = None
         trace_mode: str = "entailment"
+        trace_attribution: str = "cover"
         prune: bool = True
         ragas: bool = True
         embedding_model: str = "minilm"
@@ -122,6 +125,11 @@ class Evaluator:
             if self.trace_mode not in TRACE_MODES:
                 raise ValueError(
                     f"evaluator.trace_mode must be one of {', '.join(TRACE_MODES)}, got {self.trace_mode!r}"
+                )
+            if self.trace_attribution not in TRACE_ATTRIBUTIONS:
+                raise ValueError(
+                    f"evaluator.trace_attribution must be one of {', '.join(TRACE_ATTRIBUTIONS)}, "
+                    f"got {self.trace_attribution!r}"
                 )
             for name in ("prune", "ragas"):
                 if not isinstance(getattr(self, name), bool):
@@ -183,6 +191,7 @@ class Evaluator:
                 checker=build_checker(cfg.checker, judge),
                 cache=cache,
                 trace_mode=cfg.trace_mode,
+                trace_attribution=cfg.trace_attribution,
                 ragas=cfg.ragas,
                 judge=judge,
                 prune=cfg.prune,

@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -225,24 +224,11 @@ def _rare(text: str) -> frozenset[str]:
     return frozenset(out)
 
 
-@lru_cache(maxsize=4)
 def _load_sentence_transformer(model: str, device: str) -> Any:
-    """One loaded model per (model, device) per process (checkers are cheap to create)."""
-    from sentence_transformers import SentenceTransformer
+    """One loaded model per (model, device) per process, shared with the dense retriever and RAGAS."""
+    from ragsweep.embeddings import load_sentence_transformer
 
-    if model != "minilm":
-        return SentenceTransformer(model, device=device)
-    from ragsweep.retriever.dense import minilm_path
-
-    prev = os.environ.get("HF_HUB_OFFLINE")
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    try:
-        return SentenceTransformer(minilm_path(), device=device)
-    finally:
-        if prev is None:
-            os.environ.pop("HF_HUB_OFFLINE", None)
-        else:
-            os.environ["HF_HUB_OFFLINE"] = prev
+    return load_sentence_transformer(model, device)
 
 
 @lru_cache(maxsize=1024)

@@ -189,6 +189,43 @@ def trace_scores(
     }
 
 
+#: a context sentence joins a claim's lexical cover only when it supplies at least this many of the
+#: claim's still-uncovered content words (chosen on RAGBench validation utilization, see
+#: experiments/meta_eval/README.md)
+COVER_MIN_NEW = 3
+
+
+def lexical_cover(claims: Sequence[str], documents: Sequence[Keyed], min_new: int = COVER_MIN_NEW) -> list[list[str]]:
+    """Per claim, the keys of the context sentences it draws its words from.
+
+    Greedy set cover over content-word stems: repeatedly take the sentence (of any document) that
+    supplies most of the claim's still-uncovered stems, while one supplies at least ``min_new``
+    (or all of a claim with fewer content words; ties: the first in document order). A claim whose words are not in the context gets ``[]``.
+    This is the ``trace_attribution="cover"`` rule of the evaluator: RAGBench's utilized sentences
+    are the ones a response draws on, and a response sentence usually combines several of them,
+    so "sentences that entail a claim on their own" finds few of them.
+    """
+    from ragsweep.evaluator.offline import stem
+    from ragsweep.text import content_words
+
+    if isinstance(min_new, bool) or not isinstance(min_new, int) or min_new < 1:
+        raise ValueError(f"min_new must be an integer >= 1, got {min_new!r}")
+    sents = [(key, frozenset(stem(w) for w in content_words(text))) for doc in documents for key, text in doc]
+    out: list[list[str]] = []
+    for claim in claims:
+        left = {stem(w) for w in content_words(str(claim))}
+        need = min(min_new, len(left))  # a short claim: one sentence holding all of it counts
+        keys: list[str] = []
+        while left and sents:
+            key, have = max(sents, key=lambda kv: len(left & kv[1]))
+            if len(left & have) < need:
+                break
+            keys.append(key)
+            left -= have
+        out.append(keys)
+    return out
+
+
 def adherence(supported: Iterable[bool | None]) -> bool | None:
     """Example adherence from per-sentence (or per-claim) support flags: all True -> True.
 
