@@ -19,21 +19,36 @@ from ragsweep.evaluator.claims import (
 
 
 def test_offline_sentences_and_clauses():
-    ex = OfflineExtractor()
+    ex = OfflineExtractor()  # clause_rule "facts": every cut point, pieces merged up to 4 content words
     text = (
         "The Nile is about 6,650 km long, and it flows through eleven countries. "
         "Dr. Smith visited Paris, London, and Berlin; the trip took three weeks in total. Yes."
     )
     assert ex.extract(text) == [
         "The Nile is about 6,650 km long",
+        "and it flows through eleven countries.",
+        "Dr. Smith visited Paris, London, and Berlin",
+        "the trip took three weeks in total.",
+        "Yes.",
+    ]
+    # pieces with fewer content words merge forward; a short tail joins the last claim
+    assert ex.extract("The museum, which opened in 1901 in Vienna, holds paintings, drawings and old maps.") == [
+        "The museum, which opened in 1901 in Vienna",
+        "holds paintings, drawings and old maps.",
+    ]
+    assert ex.extract("Paris, London, and Berlin are big.") == ["Paris, London, and Berlin are big."]
+    # a sentence with no content word (a list marker, a citation) is not a claim
+    assert ex.extract("1. Rome is the capital of Italy. [4]") == ["Rome is the capital of Italy."]
+    conj = OfflineExtractor(clause_rule="conjunctions")  # cut only where a conjunction joins two clauses
+    assert conj.extract(text) == [
+        "The Nile is about 6,650 km long",
         "it flows through eleven countries.",
         "Dr. Smith visited Paris, London, and Berlin",
         "the trip took three weeks in total.",
         "Yes.",
     ]
-    # a split is kept only when both sides are long enough
-    assert ex.extract("Paris, London, and Berlin are big.") == ["Paris, London, and Berlin are big."]
-    assert ex.extract("It rained hard all day, but the match went ahead anyway.") == [
+    assert conj.extract("Paris, London, and Berlin are big.") == ["Paris, London, and Berlin are big."]
+    assert conj.extract("It rained hard all day, but the match went ahead anyway.") == [
         "It rained hard all day",
         "the match went ahead anyway.",
     ]
@@ -51,6 +66,11 @@ def test_offline_is_deterministic_and_config_is_validated():
     assert extractor_id(a) == extractor_id(b) != extractor_id(OfflineExtractor(min_words=5))
     with pytest.raises(ValueError, match="evaluator.extractor.min_words"):
         OfflineExtractor(min_words=0)
+    with pytest.raises(ValueError, match="evaluator.extractor.min_content_words"):
+        OfflineExtractor(min_content_words=0)
+    with pytest.raises(ValueError, match="clause_rule must be one of facts, conjunctions"):
+        OfflineExtractor(clause_rule="atoms")
+    assert extractor_id(a) != extractor_id(OfflineExtractor(clause_rule="conjunctions"))
     with pytest.raises(ValueError, match="evaluator.extractor.spilt_clauses: unknown field"):
         OfflineExtractor(spilt_clauses=False)
 
@@ -58,15 +78,15 @@ def test_offline_is_deterministic_and_config_is_validated():
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet=st.sampled_from(list("ab ,;.!?\n\t:-'\"()Aé1\u00a0\u200b")) | st.characters(), max_size=200))
 def test_offline_spans_are_safe_offsets(text):
-    ex = OfflineExtractor(min_words=1)
-    spans = ex.spans(text)
-    prev = 0
-    for s, e in spans:
-        assert prev <= s < e <= len(text)
-        piece = text[s:e]
-        assert piece == piece.strip() and piece
-        prev = e
-    assert ex.extract(text) == [text[s:e] for s, e in spans]
+    for ex in (OfflineExtractor(min_content_words=1), OfflineExtractor(clause_rule="conjunctions", min_words=1)):
+        spans = ex.spans(text)
+        prev = 0
+        for s, e in spans:
+            assert prev <= s < e <= len(text)
+            piece = text[s:e]
+            assert piece == piece.strip() and piece
+            prev = e
+        assert ex.extract(text) == [text[s:e] for s, e in spans]
 
 
 def test_claim_text():

@@ -92,7 +92,9 @@ def _records():
 def _run(records=None, checker=None, **kw):
     kw.setdefault("embedder", HashEmbedder())
     kw.setdefault("trace_attribution", "entailment")  # the cover rule has its own test
-    return evaluate_records(records or _records(), OfflineExtractor(), checker or WordChecker(), **kw)
+    # the conjunctions rule keeps "Paris is in France, but Berlin is in Spain." as two claims
+    return evaluate_records(records or _records(), OfflineExtractor(clause_rule="conjunctions"),
+                            checker or WordChecker(), **kw)
 
 
 def _same(a, b):
@@ -171,7 +173,8 @@ def test_second_run_makes_zero_checker_calls(tmp_path):
             return super().extract_many(texts, questions)
 
     second = WordChecker()
-    recs2, m2 = evaluate_records(_records(), CountingExtractor(), second, cache=Cache(tmp_path), embedder=HashEmbedder(),
+    recs2, m2 = evaluate_records(_records(), CountingExtractor(clause_rule="conjunctions"), second, cache=Cache(tmp_path),
+                                 embedder=HashEmbedder(),
                                  trace_attribution="entailment")
     assert second.calls == 0 and second.pairs == []
     assert CountingExtractor.n == 0
@@ -229,6 +232,40 @@ def test_trace_cover_attribution_needs_no_checks():
     assert {ref for _, ref in cover.pairs} <= whole
     with pytest.raises(EvaluatorConfigError, match="trace_attribution must be one of cover, entailment"):
         _run(trace_attribution="words")
+
+
+class KindChecker(WordChecker):
+    """WordChecker that also takes ``kind``; answer references entail everything (to tell them apart)."""
+
+    reference_kinds = ("context", "answer")
+    cache_id = {"checker": "kinds"}
+
+    def __init__(self):
+        super().__init__()
+        self.kinds = []
+
+    def check_pairs(self, pairs, kind="context"):
+        self.kinds.append((kind, len(pairs)))
+        labels = super().check_pairs(pairs)
+        return ["Entailment"] * len(pairs) if kind == "answer" else labels
+
+
+def test_answer_matrices_are_checked_as_answer_kind(tmp_path):
+    ck = KindChecker()
+    recs, _ = _run(checker=ck, ragas=False, cache=Cache(tmp_path))
+    r = recs[0]
+    assert r["answer2response"] == ["Entailment"] * 3 and r["response2answer"] == ["Entailment"] * 3
+    assert r["retrieved2response"][1] == ["Neutral", "Neutral", "Neutral"]  # "Berlin is in Spain." vs chunks
+    assert [k for k, _ in ck.kinds] == ["context", "answer", "context"]  # matrices, answers, TRACe sentences
+    # answer labels are cached apart from context labels of the same pair
+    again = KindChecker()
+    recs2, m2 = _run(checker=again, ragas=False, cache=Cache(tmp_path))
+    assert again.kinds == [] and m2["judge/checks"] == 0
+    assert recs2[0]["answer2response"] == r["answer2response"]
+    # a checker without kinds gets every matrix pair in one batch, unchanged
+    plain = WordChecker()
+    recs3, _ = _run(checker=plain, ragas=False)
+    assert plain.calls == 2 and recs3[0]["answer2response"] == ["Entailment", "Neutral", "Neutral"]
 
 
 def test_trace_from_entailment_checks():
@@ -385,7 +422,8 @@ def test_yaml_options_compose_validate_and_instantiate(compose_cfg, option):
 
 
 def test_evaluator_with_stand_ins_and_object_specs(tmp_path):
-    ev = Evaluator(name="custom", checker=WordChecker(), ragas=False)
+    ev = Evaluator(name="custom", extractor={"mode": "offline", "clause_rule": "conjunctions"}, checker=WordChecker(),
+                   ragas=False)
     recs, m = ev.evaluate(_records(), cache=Cache(tmp_path))
     assert recs[0]["answer2response"] == ["Entailment", "Neutral", "Neutral"]
     assert m["ragchecker/overall/precision"] == pytest.approx(100 / 3)

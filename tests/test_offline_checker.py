@@ -83,9 +83,34 @@ def test_threshold_override():
     assert OfflineChecker(model="none").threshold == OfflineChecker(model="none").params()["threshold"]
 
 
+def test_answer_threshold_applies_to_answer_references():
+    ck = OfflineChecker(model="none")
+    head = ck.params()
+    assert ck.answer_threshold == head["answer_threshold"] < ck.threshold == head["threshold"]
+    assert ck.threshold_for("answer") == ck.answer_threshold and ck.threshold_for() == ck.threshold
+    claim = "Bananas grow well in warm tropical regions with plenty of rain and sun."
+    p = ck.score_pairs([(claim, REF)])[0]
+    mid = OfflineChecker(model="none", threshold=min(1.0, p + 0.01), answer_threshold=max(0.0, p - 0.01))
+    assert mid.check_pairs([(claim, REF)]) == ["Neutral"]
+    assert mid.check_pairs([(claim, REF)], kind="answer") == ["Entailment"]
+    assert mid.check([claim], REF, kind="answer") == ["Entailment"]
+    with pytest.raises(ValueError, match="kind"):
+        mid.check_pairs([(claim, REF)], kind="chunk")
+
+
+def test_cache_id_names_the_parameters(tmp_path):
+    other = tmp_path / "params.json"
+    data = json.loads(PARAMS_PATH.read_text())
+    data["models"]["lexical"]["threshold"] = 0.5
+    other.write_text(json.dumps(data))
+    a, b = OfflineChecker(model="none"), OfflineChecker(model="none", params=str(other))
+    assert a.cache_id["params_sha256"] != b.cache_id["params_sha256"]  # a retrained head is a new checker
+    assert a.cache_id == OfflineChecker(model="none").cache_id
+
+
 @pytest.mark.parametrize(
     "kwargs, field",
-    [({"threshold": 1.5}, "threshold"), ({"threshold": "high"}, "threshold"), ({"window": 0}, "window"),
+    [({"threshold": 1.5}, "threshold"), ({"answer_threshold": -0.1}, "answer_threshold"), ({"threshold": "high"}, "threshold"), ({"window": 0}, "window"),
      ({"batch_size": 0}, "batch_size"), ({"device": "tpu"}, "device"), ({"contradiction": "yes"}, "contradiction"),
      ({"params": "/no/such/file.json"}, "params"), ({"tresh": 0.5}, "tresh"), ({"model": ""}, "model")],
 )
@@ -113,7 +138,7 @@ def test_shipped_params_small_and_consistent():
     data = json.loads(PARAMS_PATH.read_text())
     for head in data["models"].values():
         assert set(head["features"]) <= set(FEATURES)
-        assert 0.0 < head["threshold"] < 1.0
+        assert 0.0 < head["threshold"] < 1.0 and 0.0 < head["answer_threshold"] <= head["threshold"]
 
 
 def test_helpers():
@@ -132,5 +157,9 @@ def test_split_claims():
     ]
     clauses = split_claims("The museum opened in 1901 in the old town hall, and it moved to a new building designed by Aalto in 1985.", "clause")
     assert len(clauses) == 2 and clauses[1].startswith("and it moved")
+    from ragsweep.evaluator.claims import OfflineExtractor
+
+    assert clauses == OfflineExtractor().extract(  # the default evaluator's claims
+        "The museum opened in 1901 in the old town hall, and it moved to a new building designed by Aalto in 1985.")
     with pytest.raises(ValueError):
         split_claims("x", "word")

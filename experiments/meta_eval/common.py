@@ -146,13 +146,16 @@ def score_pairs(checker: Any, pairs: Sequence[tuple[str, str]], cache: Any = Non
         return np.asarray(checker.score_pairs(list(pairs)), dtype=float)
 
 
-def check_pairs(checker: Any, pairs: Sequence[tuple[str, str]], cache: Any = None) -> list[str]:
+def check_pairs(checker: Any, pairs: Sequence[tuple[str, str]], cache: Any = None, kind: str = "context") -> list[str]:
+    """Labels per pair; ``kind="answer"`` (references are answers, not retrieved context) is passed
+    to a checker that tells the two apart (``reference_kinds``: the offline checker's thresholds)."""
     if not pairs:
         return []
+    kw = {"kind": kind} if kind != "context" and kind in (getattr(checker, "reference_kinds", None) or ()) else {}
     try:
-        return list(checker.check_pairs(list(pairs), cache=cache))
+        return list(checker.check_pairs(list(pairs), cache=cache, **kw))
     except TypeError:
-        return list(checker.check_pairs(list(pairs)))
+        return list(checker.check_pairs(list(pairs), **kw))
 
 
 # -- lexical baselines ----------------------------------------------------------------------------

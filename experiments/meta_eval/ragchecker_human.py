@@ -14,10 +14,12 @@ exactly precision / recall / F1 under those three names).
 Our checker: claims are the sentences of a text (``ragsweep.text.split_sentences``) that contain at
 least one content word (list markers such as "1." are split off as sentences and dropped), or, in
 the "clause" rows, those sentences cut into clauses of >= 4 content words
-(``ragsweep.evaluator.offline.split_claims``); precision =
+(``ragsweep.evaluator.offline.split_claims``, which for clauses is the default evaluator's
+``OfflineExtractor``: the claims ``ragsweep`` itself extracts); precision =
 share of response claims entailed by the ground-truth answer, recall = share of ground-truth
-claims entailed by the response; F1 of the two. "binary" counts Entailment labels at the checker's
-threshold; "soft" averages P(entailed) instead.
+claims entailed by the response; F1 of the two. "binary" counts Entailment labels, checked as the
+evaluator checks answer pairs (``kind="answer"``: the offline checker's ``answer_threshold``,
+chosen on WiCE); "soft" averages P(entailed) instead.
 """
 
 from __future__ import annotations
@@ -94,7 +96,8 @@ def prf(p: float, r: float) -> tuple[float, float, float]:
 
 
 def claims_of(text: str, unit: str = "sentence") -> list[str]:
-    """Offline claims (:func:`ragsweep.evaluator.offline.split_claims`): sentences with a content word."""
+    """Offline claims (:func:`ragsweep.evaluator.offline.split_claims`): sentences with a content
+    word, or (``unit="clause"``) the claims of the default evaluator's ``OfflineExtractor``."""
     from ragsweep.evaluator.offline import split_claims
 
     return split_claims(text, unit)
@@ -115,7 +118,7 @@ def checker_scores(checker: Any, instances: list[dict], cache: Any = None, unit:
                 pairs.append((c, resp))
                 slots.append((inst["instance_id"], m, "r"))
     probs = C.score_pairs(checker, pairs, cache)
-    labels = C.check_pairs(checker, pairs, cache)
+    labels = C.check_pairs(checker, pairs, cache, kind="answer")  # response vs ground truth, as the evaluator
     acc: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
     for (i, m, k), p, lab in zip(slots, probs, labels):
         acc[(i, m, k)].append((float(lab == "Entailment"), float(p)))
@@ -163,12 +166,13 @@ def run(args: argparse.Namespace) -> str:
     rows.append(("token P / R / F1", correlate(human, lexical_scores(instances, C.token_prf))))
     checker = C.checker_from_args(args)
     binary, soft = checker_scores(checker, instances, cache)
-    thr = getattr(checker, "threshold", None)
-    tag = f"threshold {thr:.2f}" if isinstance(thr, float) else "labels"
-    rows.append((f"**{args.checker}**, sentence claims, Entailment share ({tag})", correlate(human, binary)))
+    thr = getattr(checker, "answer_threshold", None)
+    tag = f"answer_threshold {thr:.2f}" if isinstance(thr, float) else "labels"
+    rows.append((f"{args.checker}, sentence claims, Entailment share ({tag})", correlate(human, binary)))
     rows.append((f"{args.checker}, sentence claims, mean P(entailed)", correlate(human, soft)))
     binary_c, soft_c = checker_scores(checker, instances, cache, unit="clause")
-    rows.append((f"{args.checker}, clause claims, Entailment share ({tag})", correlate(human, binary_c)))
+    rows.append((f"**{args.checker}**, clause claims = the default evaluator's, Entailment share ({tag}): "
+                 "what `ragsweep` logs", correlate(human, binary_c)))
     rows.append((f"{args.checker}, clause claims, mean P(entailed)", correlate(human, soft_c)))
 
     header = ["scorer", "correctness P", "S", "completeness P", "S", "overall P", "S"]

@@ -9,6 +9,8 @@ from). WiCE and the RAGChecker human pairs are never used for training, so the s
 scored out of sample on them; the RAGBench suite re-fits the same head leave-one-subset-out.
 
 Two heads are written: ``full`` (all features, MiniLM included) and ``lexical`` (``model: none``).
+Each also gets an ``answer_threshold`` (used when the reference is an answer, not retrieved
+context) chosen on WiCE dev when ``--data`` holds it (see :func:`wice_answer_thresholds`).
 Each is a standardised logistic regression with balanced class weights, so P = 0.5 sits where
 the two kinds of error cost the same; the shipped threshold is the one that maximises the mean
 per-subset balanced accuracy on the training data (printed). Deterministic (lbfgs, no sampling),
@@ -31,7 +33,9 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
 from experiments.meta_eval import common as C  # noqa: E402
-from ragsweep.evaluator.offline import FEATURES, LEXICAL_FEATURES, PARAMS_PATH, OfflineChecker  # noqa: E402
+from ragsweep.evaluator.offline import (  # noqa: E402
+    CONTRADICTION_CAP, FEATURES, LEXICAL_FEATURES, PARAMS_PATH, OfflineChecker,
+)
 
 #: the features each head uses (chosen in the README's experiment log). ``neg_flip`` is computed
 #: but left out: on RAGBench it gets a *positive* weight (GPT-4 counts "X is not mentioned in the
@@ -149,6 +153,35 @@ def train(data: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def wice_answer_thresholds(data_root: str, heads: dict[str, Any], checker: OfflineChecker, cache: Any = None,
+                           limit: int | None = None) -> dict[str, float] | None:
+    """Per head, the threshold for ``kind="answer"`` references: the middle of the plateau of
+    claim-level balanced accuracy (supported vs partially / not supported, claim score = max over
+    its oracle chunks) on WiCE dev. WiCE claims are written apart from their evidence, as a
+    response is from the ground-truth answer; RAG responses copy their context, which is why the
+    context threshold (fitted on RAGBench) is higher. None when WiCE is not under ``data_root``.
+    Only the thresholds see WiCE; the heads never do."""
+    from experiments.meta_eval import wice
+
+    try:
+        folder = C.find_data(data_root, "wice", wice.FILE)
+    except C.Skip:
+        return None
+    items, claims = wice.load(folder, limit)
+    X, details = checker.features([(it["claim"], C.wice_reference(it)) for it in items], cache)
+    y = np.array([int(items[idx[0]]["label"] == "supported") for idx in claims.values()])
+    out = {}
+    for name, head in heads.items():
+        p = predict(head, X)
+        for i, d in enumerate(details):  # the same overrides as OfflineChecker._probabilities
+            if d["empty"]:
+                p[i] = 0.0
+            elif d["contradiction"]:
+                p[i] = min(p[i], CONTRADICTION_CAP)
+        out[name] = best_threshold(y, wice.per_claim(claims, p))
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", required=True, help="the shared data root (with ragbench/<subset>/validation.parquet)")
@@ -168,11 +201,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     checker = OfflineChecker(threshold=0.5)  # features only; the head is what we fit
     data = ragbench_sentence_data(folder, checker, cache, args.limit)
     heads = train(data)
+    answer = wice_answer_thresholds(args.data, heads, checker, cache, args.limit)
+    for name, head in heads.items():
+        if answer is None:
+            print(f"[train_offline] no WiCE under {args.data}: answer_threshold = threshold for {name}")
+        head["answer_threshold"] = answer[name] if answer else head["threshold"]
     from sklearn.metrics import roc_auc_score
 
     for name, head in heads.items():
         pr = predict(head, data["X"])
-        print(f"{name}: train sentence AUROC {roc_auc_score(data['y'], pr):.3f}, threshold {head['threshold']}")
+        print(f"{name}: train sentence AUROC {roc_auc_score(data['y'], pr):.3f}, threshold {head['threshold']}, "
+              f"answer_threshold {head['answer_threshold']}")
         for f, c in zip(head["features"], head["coef"]):
             print(f"  {f:>12s} {c:+.3f}")
     out = {
@@ -181,6 +220,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "validation sentence-support labels (all 7 subsets, CC-BY-4.0).",
         "trained_on": {"ragbench_sentences": int(len(data["y"])), "supported_share": round(float(data["y"].mean()), 4),
                        "subsets": sorted(data["rows"]), "limit_per_subset": args.limit},
+        "answer_threshold_from": "WiCE dev oracle chunks (claims): middle of the plateau of balanced accuracy, "
+        "supported vs the rest; only this threshold sees WiCE" if answer else "no WiCE data: equal to threshold",
         "feature_config": {"model": checker.config.model, "window": checker.config.window,
                            "top_k_sentences": checker.config.top_k_sentences},
         "models": heads,

@@ -13,7 +13,9 @@ the claim's best alignment to the reference:
   vector is the normalised sum of its sentences' vectors, so only sentences are ever encoded).
 
 Citation markers ("[4]") and list markers ("1. ", a trailing " 6.") are ignored by the lexical
-analysis. ``check_pairs`` turns P into labels: ``Entailment`` when P >= threshold; ``Contradiction``
+analysis. ``check_pairs`` turns P into labels: ``Entailment`` when P >= threshold (``threshold``
+when the reference is retrieved context, ``answer_threshold`` with ``kind="answer"``: the
+ground-truth answer or the response, which are written apart from each other); ``Contradiction``
 only on concrete evidence on the best-aligned sentence (a near-paraphrase of the claim stating
 another significant number, or the same content words with the negation flipped; P is then capped
 at :data:`CONTRADICTION_CAP`); else ``Neutral``. ``model: none`` uses the lexical features only
@@ -43,6 +45,9 @@ log = logging.getLogger(__name__)
 
 PARAMS_PATH = Path(__file__).with_name("offline_model.json")
 LABELS = ("Entailment", "Neutral", "Contradiction")
+#: what a reference can be: retrieved context (RAG responses copy it: a high bar) or an answer
+#: (ground truth vs response: written apart, paraphrased: a lower bar; see offline_model.json)
+REFERENCE_KINDS = ("context", "answer")
 #: P(entailed) is capped here when the best-aligned sentence contradicts the claim (number / negation)
 CONTRADICTION_CAP = 0.05
 
@@ -255,7 +260,6 @@ def _weight(s: str) -> float:
     return min(len(s), 10) / 10.0
 
 
-_CLAIM_CUT = re.compile(r"(?<=[,;:])\s+|\s(?=(?:and|but|which|while|whereas|although|because)\s)")
 
 
 def split_claims(text: str, unit: str = "sentence", min_words: int = 4) -> list[str]:
@@ -263,33 +267,18 @@ def split_claims(text: str, unit: str = "sentence", min_words: int = 4) -> list[
 
     ``unit="sentence"``: the sentences of :func:`ragsweep.text.split_sentences` that have a content
     word with a letter (list markers such as "1." come out as sentences of their own: dropped).
-    ``unit="clause"``: each such sentence cut further at commas / semicolons / colons and before
-    "and", "but", "which", "while", ...; pieces are merged until each has ``min_words`` content
-    words, so a claim is closer to one atomic fact (RAGChecker's claims) than a whole sentence.
+    ``unit="clause"``: the claims of the default evaluator's extractor
+    (:class:`ragsweep.evaluator.claims.OfflineExtractor`, ``clause_rule="facts"`` with
+    ``min_content_words=min_words``): each sentence cut at commas / semicolons / colons and before
+    "and", "but", "which", ...; pieces merged until each has ``min_words`` content words.
     """
     if unit not in ("sentence", "clause"):
         raise ValueError(f"unit ({unit!r}) must be 'sentence' or 'clause'")
-    sents = [s for s in split_sentences(text) if _has_content(s)]
-    if unit == "sentence":
-        return sents
-    out: list[str] = []
-    for sent in sents:
-        pieces: list[str] = []
-        cur = ""
-        for part in (p.strip() for p in _CLAIM_CUT.split(sent)):
-            if not part:
-                continue
-            cur = f"{cur} {part}".strip()
-            if len(_content(cur)) >= min_words:
-                pieces.append(cur)
-                cur = ""
-        if cur:
-            if pieces and len(_content(cur)) < min_words:
-                pieces[-1] = f"{pieces[-1]} {cur}"
-            else:
-                pieces.append(cur)
-        out.extend(pieces)
-    return out
+    if unit == "clause":
+        from ragsweep.evaluator.claims import OfflineExtractor
+
+        return OfflineExtractor(clause_rule="facts", min_content_words=min_words).extract(text)
+    return [s for s in split_sentences(text) if _has_content(s)]
 
 
 def _content(text: str) -> list[str]:
@@ -308,6 +297,9 @@ class OfflineChecker:
     class Config:
         model: str = "minilm"  # "minilm" (bundled all-MiniLM-L6-v2), a sentence-transformers path, or "none"
         threshold: float | None = None  # P(entailed) at or above which a claim is Entailment; None: trained
+        # the same when the reference is an answer (ground truth / response), not retrieved context;
+        # None: the params file's value (chosen on WiCE, whose claims are written apart from their evidence)
+        answer_threshold: float | None = None
         window: int = 2  # adjacent reference sentences in a window (the shipped head was fitted with 2)
         top_k_sentences: int = 3  # best-aligned sentences pooled for rec_topk (fitted with 3)
         contradiction: bool = True  # label Contradiction on numeric / negation evidence
@@ -318,11 +310,12 @@ class OfflineChecker:
         def __post_init__(self) -> None:
             _validate(isinstance(self.model, str) and bool(self.model), "model",
                       f"({self.model!r}) must be 'minilm', 'none' or a sentence-transformers model path")
-            if self.threshold is not None:
-                _validate(isinstance(self.threshold, (int, float)) and not isinstance(self.threshold, bool)
-                          and 0.0 <= float(self.threshold) <= 1.0, "threshold",
-                          f"({self.threshold!r}) must be a number in [0, 1] or null")
-                self.threshold = float(self.threshold)
+            for name in ("threshold", "answer_threshold"):
+                v = getattr(self, name)
+                if v is not None:
+                    _validate(isinstance(v, (int, float)) and not isinstance(v, bool) and 0.0 <= float(v) <= 1.0,
+                              name, f"({v!r}) must be a number in [0, 1] or null")
+                    setattr(self, name, float(v))
             _validate(isinstance(self.window, int) and not isinstance(self.window, bool) and 1 <= self.window <= 8,
                       "window", f"({self.window!r}) must be an integer in 1..8")
             _validate(isinstance(self.top_k_sentences, int) and not isinstance(self.top_k_sentences, bool)
@@ -337,6 +330,8 @@ class OfflineChecker:
                           f"({self.params!r}) must be null or an existing JSON file")
 
     name = "offline"
+    #: what ``check_pairs(kind=...)`` accepts: the reference is retrieved ``context`` or an ``answer``
+    reference_kinds = REFERENCE_KINDS
 
     def __init__(self, **kwargs: Any) -> None:
         from ragsweep.retriever.base import build_config
@@ -375,6 +370,30 @@ class OfflineChecker:
         if self.config.threshold is not None:
             return self.config.threshold
         return float(self.params()["threshold"])
+
+    @property
+    def answer_threshold(self) -> float:
+        if self.config.answer_threshold is not None:
+            return self.config.answer_threshold
+        head = self.params()
+        return float(head.get("answer_threshold", head["threshold"]))
+
+    def threshold_for(self, kind: str = "context") -> float:
+        """The Entailment threshold for a reference of this kind (``context`` or ``answer``)."""
+        if kind not in REFERENCE_KINDS:
+            raise ValueError(f"kind ({kind!r}) must be one of {', '.join(REFERENCE_KINDS)}")
+        return self.answer_threshold if kind == "answer" else self.threshold
+
+    @property
+    def cache_id(self) -> dict[str, Any]:
+        """Class, config and a digest of the parameters file: a retrained head is a new checker."""
+        import hashlib
+        from dataclasses import asdict
+
+        path = Path(self.config.params) if self.config.params else PARAMS_PATH
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.is_file() else None
+        return {"class": f"{type(self).__module__}.{type(self).__qualname__}", "config": asdict(self.config),
+                "params_sha256": digest}
 
     # -- embeddings -------------------------------------------------------------------------
     @property
@@ -531,12 +550,13 @@ class OfflineChecker:
         p, _ = self._probabilities(pairs, cache)
         return [float(v) for v in p]
 
-    def check_pairs(self, pairs: Sequence[tuple[str, str]], cache: Any = None) -> list[str]:
-        """ "Entailment" | "Neutral" | "Contradiction" for each (claim, reference)."""
+    def check_pairs(self, pairs: Sequence[tuple[str, str]], cache: Any = None, kind: str = "context") -> list[str]:
+        """ "Entailment" | "Neutral" | "Contradiction" for each (claim, reference); ``kind``: the
+        references are retrieved ``context`` (threshold) or ``answer`` texts (answer_threshold)."""
+        thr = self.threshold_for(kind)
         if not pairs:
             return []
         p, details = self._probabilities(pairs, cache)
-        thr = self.threshold
         out = []
         for v, d in zip(p, details):
             if v >= thr and not (self.config.contradiction and d["contradiction"]):
@@ -547,8 +567,8 @@ class OfflineChecker:
                 out.append("Neutral")
         return out
 
-    def check(self, claims: Sequence[str], reference: str, cache: Any = None) -> list[str]:
-        return self.check_pairs([(c, reference) for c in claims], cache)
+    def check(self, claims: Sequence[str], reference: str, cache: Any = None, kind: str = "context") -> list[str]:
+        return self.check_pairs([(c, reference) for c in claims], cache, kind)
 
 
 def _significant(num: str) -> bool:

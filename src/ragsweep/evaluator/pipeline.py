@@ -211,13 +211,21 @@ def build_checker(spec: Any = "offline", judge: Any = None) -> Any:
 checker_id = component_id  # the same identity rule as extractors
 
 
-def _call_checker(checker: Any, pairs: list[tuple[str, str]], cache: Any) -> list[Any]:
+def _kinded(checker: Any, kind: str) -> bool:
+    """Whether ``checker`` labels ``kind`` references differently (its ``reference_kinds``)."""
+    return kind != "context" and kind in (getattr(checker, "reference_kinds", None) or ())
+
+
+def _call_checker(checker: Any, pairs: list[tuple[str, str]], cache: Any, kind: str = "context") -> list[Any]:
     fn = checker.check_pairs
     try:
         takes_cache = "cache" in inspect.signature(fn).parameters
     except (TypeError, ValueError):  # pragma: no cover
         takes_cache = False
-    labels = list(fn(pairs, cache=cache) if takes_cache else fn(pairs))
+    kw: dict[str, Any] = {"cache": cache} if takes_cache else {}
+    if _kinded(checker, kind):
+        kw["kind"] = kind
+    labels = list(fn(pairs, **kw))
     if len(labels) != len(pairs):
         raise RuntimeError(f"{checker!r} returned {len(labels)} labels for {len(pairs)} pairs")
     for lab in labels:
@@ -232,17 +240,22 @@ def check_cached(
     cache: Any = None,
     stats: Counter | None = None,
     memo: dict | None = None,
+    kind: str = "context",
 ) -> list[str | None]:
     """A label per (claim, reference) pair; identical pairs are checked once, cached ones never.
 
     ``stats`` gets ``cache_hits``, ``checks`` (pairs sent to the checker) and ``check_failures``.
     ``memo``: labels already known in this run (updated), so that a pair asked again in a later
-    round (a one-sentence chunk is also its own sentence) costs nothing.
+    round (a one-sentence chunk is also its own sentence) costs nothing. ``kind``: the references
+    are retrieved ``context`` or ``answer`` texts; a checker that tells them apart
+    (``reference_kinds``, the offline checker's two thresholds) gets it, and its answer labels are
+    cached and memoised apart.
     """
     from ragsweep.cache import Cache
 
     stats = stats if stats is not None else Counter()
-    memo = memo if memo is not None else {}
+    kinded = _kinded(checker, kind)
+    memo = {} if kinded or memo is None else memo
     pairs = [(str(c), str(r)) for c, r in pairs]
     unique = list(dict.fromkeys(pairs))
     result: dict[tuple[str, str], Any] = {}
@@ -257,7 +270,8 @@ def check_cached(
     keys: dict[tuple[str, str], str] = {}
     if cache is not None and todo:
         cid = checker_id(checker)
-        keys = {p: Cache.key("entailment", cid, p[0], p[1]) for p in todo}
+        extra = (f"kind={kind}",) if kinded else ()
+        keys = {p: Cache.key("entailment", cid, *extra, p[0], p[1]) for p in todo}
         found = cache.get_many("entailment", keys.values())
         for p in todo:
             if keys[p] in found:
@@ -266,7 +280,7 @@ def check_cached(
         todo = [p for p in todo if p not in result]
     if todo:
         stats["checks"] += len(todo)
-        labels = _call_checker(checker, todo, cache)
+        labels = _call_checker(checker, todo, cache, kind)
         new = {}
         for p, lab in zip(todo, labels):
             result[p] = lab
@@ -618,7 +632,8 @@ def evaluate_records(
             recs[i][field] = cl
 
         # 2. the four matrices, all pairs of the batch checked together
-        pairs: list[tuple[str, str]] = []
+        # (claim vs retrieved chunk: kind "context"; response vs ground truth: kind "answer")
+        pairs: dict[str, list[tuple[str, str]]] = {"context": [], "answer": []}
         plan = []
         for rec in recs:
             chunks = _chunk_texts(rec)
@@ -626,30 +641,35 @@ def evaluate_records(
             gt = [claim_text(c) for c in rec["gt_answer_claims"]] if rec["gt_answer_claims"] is not None else None
             slots: dict[str, Any] = {}
 
-            def add(claim_list: list[str], ref: str) -> list[int]:
-                start = len(pairs)
-                pairs.extend((c, ref) for c in claim_list)
-                return list(range(start, len(pairs)))
+            def add(claim_list: list[str], ref: str, kind: str = "context") -> list[int]:
+                start = len(pairs[kind])
+                pairs[kind].extend((c, ref) for c in claim_list)
+                return list(range(start, len(pairs[kind])))
 
             if resp is not None:
                 slots["retrieved2response"] = [[add([c], ch)[0] for ch in chunks] for c in resp]
                 if gt is not None:
-                    slots["answer2response"] = add(resp, str(rec["gt_answer"]))
+                    slots["answer2response"] = add(resp, str(rec["gt_answer"]), "answer")
             if gt is not None:
-                slots["response2answer"] = add(gt, str(rec.get("response") or ""))
+                slots["response2answer"] = add(gt, str(rec.get("response") or ""), "answer")
                 slots["retrieved2answer"] = [[add([c], ch)[0] for ch in chunks] for c in gt]
             plan.append(slots)
         memo: dict[tuple[str, str], str] = {}
-        labels = check_cached(checker, pairs, cache, stats, memo) if pairs else []
+        if _kinded(checker, "answer"):
+            labels = {kind: check_cached(checker, ps, cache, stats, memo, kind) if ps else [] for kind, ps in pairs.items()}
+        else:  # one batch: the checker labels both kinds alike
+            both = pairs["context"] + pairs["answer"]
+            got = check_cached(checker, both, cache, stats, memo) if both else []
+            labels = {"context": got[: len(pairs["context"])], "answer": got[len(pairs["context"]) :]}
         for rec, slots in zip(recs, plan):
             for field in rcm.MATRIX_FIELDS:
                 idx = slots.get(field)
                 if idx is None:
                     rec[field] = None
                 elif field.startswith("retrieved"):
-                    rec[field] = [[labels[j] for j in row] for row in idx]
+                    rec[field] = [[labels["context"][j] for j in row] for row in idx]
                 else:
-                    rec[field] = [labels[j] for j in idx]
+                    rec[field] = [labels["answer"][j] for j in idx]
 
         # 3. TRACe
         if trace_mode == "entailment":
