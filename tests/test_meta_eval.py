@@ -34,7 +34,8 @@ def _run(mod, tmp_path, capsys, *extra):
 def test_ragchecker_human_suite(tmp_path, capsys):
     text = _run(ragchecker_human, tmp_path, capsys)
     for row in ("annotator 1 vs annotator 2", "RAGChecker (Llama3-70B", "ROUGE-L", "token P / R / F1",
-                "**offline**, sentence claims, Entailment share", "mean P(entailed)"):
+                "offline, sentence claims, Entailment share (answer_threshold 0.30)",
+                "**offline**, clause claims = the default evaluator's, Entailment share", "mean P(entailed)"):
         assert row in text
     assert "| scorer | correctness P | S | completeness P | S | overall P | S |" in text
     assert "6 response pairs, 12 annotator labels" in text

@@ -8,7 +8,7 @@ object]`` triplet, as in RAGChecker's output files). Two extractors share one in
   sentence into clauses. ``clause_rule="facts"`` (default): cut at every comma, semicolon and
   colon and before "and", "but", "which", "while", "whereas", "although", "because", then merge
   the pieces left to right until each has ``min_content_words`` (4) content words - closer to
-  RAGChecker's atomic claims, and measured better against its human labels (overall Pearson 50.6
+  RAGChecker's atomic claims, and measured better against its human labels (overall Pearson 50.7
   vs 44.3 with sentence-like claims; ``experiments/meta_eval/README.md``).
   ``clause_rule="conjunctions"``: cut only at ``;`` and at a comma or conjunction that joins two
   clauses (``", and"``, ``", but"``, ``" whereas "``, ...), keeping a split only when both sides
