@@ -260,8 +260,6 @@ def _weight(s: str) -> float:
     return min(len(s), 10) / 10.0
 
 
-
-
 def split_claims(text: str, unit: str = "sentence", min_words: int = 4) -> list[str]:
     """Deterministic offline claims of ``text``.
 
