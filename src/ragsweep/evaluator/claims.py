@@ -71,8 +71,9 @@ def claim_text(claim: Any) -> str:
     raise TypeError(f"a claim is a string or a list of strings, got {type(claim).__name__}")
 
 
-def _has_content(text: str) -> bool:
-    """A content word with a letter in it (citation markers "[4]" and list markers "1." have none)."""
+def has_content(text: str) -> bool:
+    """A content word with a letter in it (citation markers "[4]" and list markers "1." have none):
+    whether ``text`` can state anything."""
     return any(any(ch.isalpha() for ch in w) for w in content_words(text))
 
 
@@ -140,7 +141,7 @@ class OfflineExtractor:
         out: list[tuple[int, int]] = []
         facts = self.config.split_clauses and self.config.clause_rule == "facts"
         for s, e in sentence_spans(text):
-            if facts and not _has_content(text[s:e]):
+            if facts and not has_content(text[s:e]):
                 continue  # a bare list marker ("1.") or a table rule states nothing
             pieces = [(s, e)]
             if facts:
@@ -169,8 +170,8 @@ class OfflineExtractor:
             if len(content_words(text[cur[0] : cur[1]])) >= k:
                 out.append(cur)
                 cur = None
-        if cur:
-            if out and len(content_words(text[cur[0] : cur[1]])) < k:
+        if cur:  # a tail with fewer than k content words
+            if out:
                 out[-1] = (out[-1][0], cur[1])
             else:
                 out.append(cur)

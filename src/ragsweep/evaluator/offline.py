@@ -272,20 +272,11 @@ def split_claims(text: str, unit: str = "sentence", min_words: int = 4) -> list[
     """
     if unit not in ("sentence", "clause"):
         raise ValueError(f"unit ({unit!r}) must be 'sentence' or 'clause'")
+    from ragsweep.evaluator.claims import OfflineExtractor, has_content
+
     if unit == "clause":
-        from ragsweep.evaluator.claims import OfflineExtractor
-
         return OfflineExtractor(clause_rule="facts", min_content_words=min_words).extract(text)
-    return [s for s in split_sentences(text) if _has_content(s)]
-
-
-def _content(text: str) -> list[str]:
-    return [w for w in words(text) if w not in STOPWORDS]
-
-
-def _has_content(text: str) -> bool:
-    """At least one content word with a letter (a bare list marker "1." or a table rule is not a claim)."""
-    return any(any(ch.isalpha() for ch in w) for w in _content(strip_citations(text)))
+    return [s for s in split_sentences(text) if has_content(s)]
 
 
 class OfflineChecker:
