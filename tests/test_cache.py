@@ -67,3 +67,29 @@ def test_concurrent_processes_share_the_store(tmp_path):
     cache = Cache(tmp_path)
     assert cache.count("s") == 200
     assert cache.integrity_check() == "ok"
+
+
+def test_fetch_computes_each_distinct_miss_once_and_counts_per_stage(tmp_path):
+    from ragsweep.cache import fetch
+
+    cache = Cache(tmp_path)
+    calls: list[list[str]] = []
+
+    def upper(items):
+        calls.append(list(items))
+        return {t: t.upper() for t in items if t != "fail"}
+
+    keys = {"a": Cache.key("s", "a"), "b": Cache.key("s", "b"), "b2": Cache.key("s", "b"), "fail": Cache.key("s", "f")}
+    out = fetch(cache, "s", keys, upper, block=1)
+    assert out == {"a": "A", "b": "B", "b2": "B"}  # b2 shares b's key: computed once, answered twice
+    assert calls == [["a"], ["b"], ["fail"]]  # one block at a time: a killed job keeps finished blocks
+    assert cache.stats["s/misses"] == 3 and cache.stats["s/hits"] == 0
+    calls.clear()
+    again = fetch(cache, "s", keys, upper)
+    assert again == out and calls == [["fail"]]  # only what failed before is computed again
+    assert cache.stats["s/hits"] == 2
+    # keep=: a value it refuses is returned but never stored
+    fetch(cache, "t", {"x": "kx"}, lambda items: {"x": None}, keep=lambda v: v is not None)
+    assert cache.get_many("t", ["kx"]) == {}
+    # no cache: everything computed, nothing stored
+    assert fetch(None, "s", {"q": "kq"}, lambda items: {"q": 1}) == {"q": 1}

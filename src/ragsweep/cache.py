@@ -24,9 +24,10 @@ import uuid
 from collections import Counter
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 MISSING = object()
+T = TypeVar("T")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS kv (
@@ -173,11 +174,19 @@ class Cache:
         self._retrying(write)
 
     def get_or_compute(self, stage: str, key: str, fn: Callable[[], Any]) -> Any:
-        value = self.get(stage, key)
-        if value is MISSING:
-            value = fn()
-            self.put(stage, key, value)
-        return value
+        return fetch(self, stage, {key: key}, lambda missing: {key: fn()})[key]
+
+    def fetch(
+        self,
+        stage: str,
+        keys: Mapping[T, str],
+        compute: Callable[[list[T]], Mapping[T, Any]],
+        *,
+        block: int | None = None,
+        keep: Callable[[Any], bool] | None = None,
+    ) -> dict[T, Any]:
+        """The one cache seam; see the module-level :func:`fetch`."""
+        return fetch(self, stage, keys, compute, block=block, keep=keep)
 
     # -- directories for persisted artifacts -------------------------------------------------
     def blob_dir(self, stage: str, key: str, writer: Callable[[Path], None]) -> Path:
@@ -215,3 +224,38 @@ class Cache:
         if stage is None:
             return self._retrying(lambda con: con.execute("SELECT COUNT(*) FROM kv").fetchone()[0])
         return self._retrying(lambda con: con.execute("SELECT COUNT(*) FROM kv WHERE stage=?", (stage,)).fetchone()[0])
+
+
+def fetch(
+    cache: "Cache | None",
+    stage: str,
+    keys: Mapping[T, str],
+    compute: Callable[[list[T]], Mapping[T, Any]],
+    *,
+    block: int | None = None,
+    keep: Callable[[Any], bool] | None = None,
+) -> dict[T, Any]:
+    """The one cache seam every stage goes through: keys in, values out.
+
+    ``keys`` maps each item (a text, a request, a query id ...) to its cache key. Stored values
+    are read in one batch (a hit or miss is counted per distinct key under ``stage``); the
+    missing items are computed once per distinct key by ``compute(items) -> {item: value}``
+    and stored. ``block``: compute and store the misses that many at a time, so a killed job
+    keeps every finished block. ``keep(value)``: store only values it accepts (a failed model
+    call is returned but never stored). Items that ``compute`` leaves out of its result are
+    left out of the answer. ``cache`` may be None: everything is computed, nothing stored.
+    """
+    by_key: dict[str, T] = {}
+    for item, key in keys.items():
+        by_key.setdefault(key, item)
+    found = cache.get_many(stage, by_key) if cache is not None else {}
+    missing = [item for key, item in by_key.items() if key not in found]
+    size = block or max(1, len(missing))
+    for i in range(0, len(missing), size):
+        part = missing[i : i + size]
+        new = compute(part)
+        fresh = {keys[item]: value for item, value in new.items()}
+        found.update(fresh)
+        if cache is not None:
+            cache.put_many(stage, {k: v for k, v in fresh.items() if keep is None or keep(v)})
+    return {item: found[key] for item, key in keys.items() if key in found}
