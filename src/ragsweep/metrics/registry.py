@@ -1,0 +1,78 @@
+"""Every metric described once: the evaluator, the statistics, tracking and the report read this.
+
+A metric family (RAGChecker, TRACe, RAGAS, retrieval ...) is one module in ``ragsweep.metrics``
+that calls :func:`register` at import; :func:`load_all` imports every module of the package,
+so adding a metric is one new module (or one ``register`` call) and nothing else.
+
+    Metric(name="ragchecker/overall/f1", scale=100, higher_is_better=True, needs_gt=True,
+           per_question=lambda rec: ..., family="ragchecker", description="...")
+
+``per_question(record) -> float`` gives the value for one scored record (a dict in RAGChecker's
+output schema plus ragsweep's fields); NaN where the metric is undefined for that question
+(no ground truth, no retrieved context ...). An aggregate is the mean of the defined values.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+PerQuestion = Callable[[dict[str, Any]], float]
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str  # the logged name, e.g. "ragchecker/overall/f1"
+    scale: float  # the value range's top: 100 (RAGChecker's percentages) or 1
+    higher_is_better: bool | None  # None: neither (a count, a cost)
+    needs_gt: bool  # undefined (NaN) for questions without a ground-truth answer / labels
+    per_question: PerQuestion | None  # None: logged only as an aggregate (e.g. computed over the run)
+    family: str  # ragchecker | trace | ragas | retrieval | baseline | ...
+    description: str = ""
+
+    @property
+    def short(self) -> str:
+        return self.name.rsplit("/", 1)[-1]
+
+
+_REGISTRY: dict[str, Metric] = {}
+
+
+def register(metric: Metric) -> Metric:
+    """Add ``metric``; registering the same name twice with a different description is a bug."""
+    old = _REGISTRY.get(metric.name)
+    if old is not None and old != metric:
+        raise ValueError(f"metric {metric.name!r} is registered twice with different definitions")
+    _REGISTRY[metric.name] = metric
+    return metric
+
+
+def load_all() -> None:
+    """Import every module of ``ragsweep.metrics`` (each registers its family)."""
+    import ragsweep.metrics as pkg
+
+    for info in pkgutil.iter_modules(pkg.__path__):
+        if info.name != "registry":
+            importlib.import_module(f"{pkg.__name__}.{info.name}")
+
+
+def get(name: str) -> Metric:
+    load_all()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"unknown metric {name!r}; known: {', '.join(sorted(_REGISTRY))}") from None
+
+
+def find(name: str) -> Metric | None:
+    load_all()
+    return _REGISTRY.get(name)
+
+
+def all_metrics(family: str | None = None) -> Iterator[Metric]:
+    load_all()
+    for m in sorted(_REGISTRY.values(), key=lambda m: m.name):
+        if family is None or m.family == family:
+            yield m
