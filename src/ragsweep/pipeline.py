@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import logging
-import signal
 import time
 from contextlib import contextmanager
 from typing import Any, Iterator
@@ -14,6 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ragsweep.cache import Cache
 from ragsweep.config import flatten, validate
+from ragsweep import signals
 from ragsweep.errors import FailureRateExceeded
 from ragsweep.sweep import finished_child, system_key
 from ragsweep.tracking import Tracker
@@ -94,26 +94,6 @@ def _retrieved_context(hits) -> list[dict[str, Any]]:
     ]
 
 
-class _Signals:
-    """Turn SIGTERM into KeyboardInterrupt so the run is marked KILLED and servers stop."""
-
-    def __enter__(self) -> "_Signals":
-        self.prev = None
-        try:
-            self.prev = signal.signal(signal.SIGTERM, self._raise)
-        except ValueError:  # not in the main thread
-            pass
-        return self
-
-    @staticmethod
-    def _raise(signum, frame):  # noqa: ANN001
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    def __exit__(self, *exc) -> None:
-        if self.prev is not None:
-            signal.signal(signal.SIGTERM, self.prev)
-
-
 def run_system(cfg: DictConfig, parent_run_id: str | None = None, server: Any = None) -> dict[str, Any]:
     """Run one RAG system; returns its metrics. Raises RagsweepError for user-fixable problems.
 
@@ -121,6 +101,7 @@ def run_system(cfg: DictConfig, parent_run_id: str | None = None, server: Any = 
     generator's server is started here and stopped at the end.
     """
     validated = validate(cfg)  # before any work: a bad config starts nothing and logs nothing
+    signals.reset()
     top = validated["top"]
     timer = StageTimer()
     with timer("load"):  # bad input data also fails here, before a run or a server exists
@@ -140,7 +121,7 @@ def run_system(cfg: DictConfig, parent_run_id: str | None = None, server: Any = 
     tracker.start(run_name, tags=tags, parent_run_id=parent_run_id)
     status = "FAILED"
     try:
-        with _Signals():
+        with signals.TermAsInterrupt():
             tracker.log_params({**flatten(resolved), **short_params(cfg)})
             tracker.log_json(resolved, "config.json")
             metrics = _run(cfg, top, dataset, timer, tracker, server)
@@ -229,6 +210,7 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: StageTimer, tracker: Tr
         with timer("generate"):
             outs = client.chat_many(reqs, desc=f"generating ({len(reqs)} questions)")
         client.close()
+        signals.raise_if_interrupted()  # calls that failed because Ctrl-C stopped the server are no failures
         # a managed server that died under us is named as the cause of the failed calls
         death = server.death() if own_server and hasattr(server, "death") else None
         if death:
@@ -277,6 +259,7 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: StageTimer, tracker: Tr
         share_judge_server(cfg, evaluator, server)
         with timer("evaluate"):
             records, eval_metrics = evaluator.evaluate(records, cache=cache)
+        signals.raise_if_interrupted()
         metrics.update(eval_metrics)
 
     for stage, secs in timer.seconds.items():

@@ -180,6 +180,21 @@ class Tracker:
             self.client.log_artifact(self.run_id, str(path), artifact_path)
 
 
+def check_store(tracking_uri: str, artifact_location: str) -> str:
+    """Log a run with a metric and an artifact to the store, then delete it; returns where the
+    artifacts went. Raises what MLflow raises when the store cannot be written."""
+    tracker = Tracker(tracking_uri, artifact_location, "ragsweep-doctor")
+    tracker.start("doctor-check")
+    try:
+        tracker.log_metrics({"doctor/ok": 1.0})
+        tracker.log_text("ragsweep-doctor wrote this and deleted its run\n", "doctor.txt")
+        where = tracker.client.get_run(tracker.run_id).info.artifact_uri
+    finally:
+        tracker.end("FINISHED")
+        tracker.client.delete_run(tracker.run_id)
+    return where
+
+
 def finite(x: Any) -> bool:
     try:
         return math.isfinite(float(x))

@@ -1,0 +1,79 @@
+"""Interrupts (Ctrl-C, SIGTERM) win over everything they cause.
+
+When a run is interrupted, the model server is stopped at once (``generator.server``'s handler),
+so the requests in flight fail. Those failures are a consequence of the interrupt, not a finding:
+the run must end KILLED with exit status 130/143, never FAILED with "N generations failed".
+:func:`mark` records the first interrupt (called first thing by every signal handler);
+:func:`raise_if_interrupted` turns any later code path that carried on (a gather that returned
+failed results, a retry loop) back into the interrupt, whatever the timing.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+_received: int | None = None
+_lock = threading.Lock()
+
+
+def mark(signum: int) -> None:
+    """Remember that ``signum`` arrived (the first one wins)."""
+    global _received
+    with _lock:
+        if _received is None:
+            _received = int(signum)
+
+
+def received() -> int | None:
+    return _received
+
+
+def reset() -> None:
+    global _received
+    with _lock:
+        _received = None
+
+
+def interrupt_error(signum: int) -> KeyboardInterrupt:
+    return KeyboardInterrupt(f"signal {int(signum)}")
+
+
+def raise_if_interrupted() -> None:
+    """Raise KeyboardInterrupt("signal N") when an interrupt arrived earlier in this process."""
+    if _received is not None:
+        raise interrupt_error(_received)
+
+
+class TermAsInterrupt:
+    """Inside: SIGTERM raises KeyboardInterrupt("signal 15"), so a run is marked KILLED and its
+    servers stop; both SIGINT and SIGTERM are recorded with :func:`mark`."""
+
+    def __enter__(self) -> "TermAsInterrupt":
+        self.prev: dict[int, object] = {}
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                self.prev[sig] = signal.signal(sig, self._raise)
+            except ValueError:  # not in the main thread
+                pass
+        return self
+
+    @staticmethod
+    def _raise(signum, frame):  # noqa: ANN001
+        mark(signum)
+        raise interrupt_error(signum)
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, prev in self.prev.items():
+            signal.signal(sig, prev)  # type: ignore[arg-type]
+
+
+def describe_exit(returncode: int) -> str:
+    """How a child process ended, for people: ``killed by SIGSEGV (signal 11)``, ``exited with status 2``."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = "an unknown signal"
+        return f"was killed by {name} (signal {-returncode})"
+    return f"exited with status {returncode}"
