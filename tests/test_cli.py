@@ -53,6 +53,20 @@ def test_one_system_end_to_end_then_fully_cached(tmp_path):
     client, found = runs(tmp_path)
     assert [r.info.status for r in found] == ["FINISHED"]
     run = found[0]
+    # the terminal: a summary, not a raw dict; no library chatter; the server's log kept with the run
+    out = first.stdout
+    assert out.startswith("ragsweep: bm25-k2-c300o0.2-ragbench_generation-smollm2  FINISHED in "), out
+    assert "questions: 2 attempted, 2 answered, 0 failed generation" in out
+    assert "retrieval/recall_at_k" in out and "time: " in out and "generate " in out
+    assert f"MLflow run {run.info.run_id} in experiment 'default'" in out
+    assert "mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db" in out
+    assert f"/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}" in out
+    assert "records: " in out and out.split("records: ")[1].strip().endswith("records.json")
+    for chatter in ("n_ctx_seq", "Loading weights", "INFO mlflow", "Creating initial MLflow", "done: {", "Traceback"):
+        assert chatter not in first.stderr + out, chatter
+    assert "retrieve " in first.stderr and "generate " in first.stderr  # progress bars
+    logs = [a.path for a in client.list_artifacts(run.info.run_id, "server")]
+    assert len(logs) == 1 and logs[0].startswith("server/llamacpp-") and logs[0].endswith(".log"), logs
     p, m = run.data.params, run.data.metrics
     assert p["retriever"] == "bm25" and p["top_k"] == "2" and p["chunk_size"] == "300" and p["chunk_overlap"] == "0.2"
     for name in ("retrieval/recall_at_k", "retrieval/mrr_at_k", "retrieval/ndcg_at_k"):
@@ -65,8 +79,10 @@ def test_one_system_end_to_end_then_fully_cached(tmp_path):
     assert all(r["response"].strip() for r in records)
     assert all(len(r["retrieved_context"]) == 2 and {"doc_id", "text"} <= set(r["retrieved_context"][0]) for r in records)
 
-    second = ragsweep(tmp_path, *args)
+    second = ragsweep(tmp_path, "-q", *args)  # -q: only the summary
     assert second.returncode == 0, second.stderr[-3000:]
+    assert second.stdout.startswith("ragsweep: bm25-k2") and "MLflow run " in second.stdout
+    assert second.stderr.strip() == "", second.stderr
     _, found = runs(tmp_path)
     again = found[-1]
     assert again.info.status == "FINISHED"

@@ -527,13 +527,19 @@ def test_llamacpp_server_dying_mid_run_is_named_and_fails_the_run(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
-def test_signal_during_generation_stops_everything(tmp_path, sig):
+@pytest.mark.parametrize(
+    "sig, delay",
+    # the interrupt must win at every moment of generation: a request in flight, between two
+    # requests, while the client retries against the server the handler has just stopped
+    [("SIGINT", 0.0), ("SIGINT", 0.3), ("SIGINT", 1.0), ("SIGTERM", 0.0), ("SIGTERM", 0.5)],
+)
+def test_signal_during_generation_stops_everything(tmp_path, sig, delay):
     import signal
 
     proc = start_cli(tmp_path, *tiny_dataset(tmp_path), *LLAMA)
     try:
         entry = wait_for_generation(proc, tmp_path / "state")
+        time.sleep(delay)
         proc.send_signal(getattr(signal, sig))
         out, err = proc.communicate(timeout=60)
     finally:

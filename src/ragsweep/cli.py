@@ -6,11 +6,13 @@ import logging
 import os
 import signal
 import sys
+import time
 
 import hydra
 from omegaconf import DictConfig
 
 from ragsweep.errors import RagsweepError
+from ragsweep.summary import QUIET_ENV
 
 log = logging.getLogger("ragsweep")
 
@@ -19,6 +21,7 @@ def _quiet_libraries() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # "Creating initial MLflow database tables..."
     for name in ("httpx", "httpx2", "openai", "mlflow", "alembic", "urllib3", "sentence_transformers", "faiss", "bm25s"):
         logging.getLogger(name).setLevel(logging.WARNING)
 
@@ -50,12 +53,31 @@ def app(cfg: DictConfig) -> float | None:
         why = str(exc) or "Ctrl-C"
         print(f"ragsweep: interrupted ({why})", file=sys.stderr)
         sys.exit(143 if why == f"signal {int(signal.SIGTERM)}" else 130)
-    shown = {k: round(v, 4) for k, v in metrics.items() if k.startswith(("retrieval/", "ragchecker/overall", "generator/calls", "generator/cache_hits"))}
-    log.info("done: %s", shown)
+    from ragsweep.summary import format_line, format_summary
+
+    shown = list(cfg.get("summary", {}).get("metrics", []))
+    if info is not None:  # one line per job; the sweep prints its table at the end
+        print(format_line(metrics, shown), flush=True)
+    else:
+        print(format_summary(metrics, shown, total_s=time.perf_counter() - _T0), flush=True)
+    log.info("done: %s", {k: v for k, v in metrics.items()})
     return metrics.get("ragchecker/overall/f1")
 
 
+_T0 = time.perf_counter()
+QUIET_FLAGS = ("-q", "--quiet")
+
+
 def main() -> None:
+    """``ragsweep [-q] [hydra overrides...]``: ``-q`` keeps only the summary on the terminal."""
+    global _T0
+    _T0 = time.perf_counter()
+    _quiet_libraries()
+    if any(a in QUIET_FLAGS for a in sys.argv[1:]):
+        sys.argv = [a for a in sys.argv if a not in QUIET_FLAGS]
+        os.environ[QUIET_ENV] = "1"
+        os.environ["TQDM_DISABLE"] = "1"
+        sys.argv.append("hydra.job_logging.handlers.console.level=ERROR")
     app()
 
 

@@ -35,6 +35,13 @@ class MlflowConfig:
 
 
 @dataclass
+class SummaryConfig:
+    """What the end-of-run summary on the terminal shows (every metric is logged to MLflow anyway)."""
+
+    metrics: list[str] = field(default_factory=list)
+
+
+@dataclass
 class TopConfig:
     """Schema of the top-level keys of ``conf/config.yaml`` (component groups excluded)."""
 
@@ -45,6 +52,7 @@ class TopConfig:
     max_failure_rate: float = 0.1
     mlflow: MlflowConfig = field(default_factory=MlflowConfig)
     sweep: dict[str, Any] = field(default_factory=dict)
+    summary: SummaryConfig = field(default_factory=lambda: SummaryConfig())
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.max_failure_rate <= 1.0:

@@ -23,7 +23,9 @@ def minilm_path() -> str:
 def load_sentence_transformer(model: str, device: str, max_seq_length: int | None = None) -> Any:
     """A loaded model, memoised per (model, device, max_seq_length); treat it as read-only."""
     from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # "Loading weights" bars: the run's own bars say what happens
     if model == "minilm":
         prev = os.environ.get("HF_HUB_OFFLINE")
         os.environ["HF_HUB_OFFLINE"] = "1"

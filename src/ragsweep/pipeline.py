@@ -4,9 +4,8 @@
 from __future__ import annotations
 
 import logging
-import time
-from contextlib import contextmanager
-from typing import Any, Iterator
+from pathlib import Path
+from typing import Any
 
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
@@ -15,23 +14,11 @@ from ragsweep.cache import Cache
 from ragsweep.config import flatten, validate
 from ragsweep import signals
 from ragsweep.errors import FailureRateExceeded
+from ragsweep.summary import RunResult, Stages, quiet
 from ragsweep.sweep import finished_child, system_key
 from ragsweep.tracking import Tracker
 
 log = logging.getLogger("ragsweep")
-
-
-class StageTimer:
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-
-    @contextmanager
-    def __call__(self, stage: str) -> Iterator[None]:
-        t0 = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - t0
 
 
 def component_name(node: DictConfig) -> str | None:
@@ -103,7 +90,7 @@ def run_system(cfg: DictConfig, parent_run_id: str | None = None, server: Any = 
     validated = validate(cfg)  # before any work: a bad config starts nothing and logs nothing
     signals.reset()
     top = validated["top"]
-    timer = StageTimer()
+    timer = Stages()
     with timer("load"):  # bad input data also fails here, before a run or a server exists
         dataset = instantiate(cfg.dataset).load()
     resolved = OmegaConf.to_container(cfg, resolve=True)
@@ -117,16 +104,20 @@ def run_system(cfg: DictConfig, parent_run_id: str | None = None, server: Any = 
         done = finished_child(tracker, parent_run_id, key)
         if done is not None:  # a resumed sweep: this system already finished, nothing to redo
             log.info("%s already finished in run %s of this sweep; skipping", run_name, done.info.run_id)
-            return dict(done.data.metrics)
+            return RunResult(dict(done.data.metrics), name=run_name, run_id=done.info.run_id, skipped=True,
+                             experiment_id=tracker.experiment_id, experiment_name=top.experiment_name,
+                             tracking_uri=top.mlflow.tracking_uri)
     tracker.start(run_name, tags=tags, parent_run_id=parent_run_id)
     status = "FAILED"
     try:
         with signals.TermAsInterrupt():
             tracker.log_params({**flatten(resolved), **short_params(cfg)})
             tracker.log_json(resolved, "config.json")
-            metrics = _run(cfg, top, dataset, timer, tracker, server)
+            metrics, records = _run(cfg, top, dataset, timer, tracker, server)
         status = "FINISHED"
-        return metrics
+        return RunResult(metrics, name=run_name, run_id=tracker.run_id, experiment_id=tracker.experiment_id,
+                         experiment_name=top.experiment_name, tracking_uri=top.mlflow.tracking_uri, records=records,
+                         records_uri=tracker.artifact_uri("records.json"))
     except KeyboardInterrupt:
         status = "KILLED"
         raise
@@ -137,7 +128,7 @@ def run_system(cfg: DictConfig, parent_run_id: str | None = None, server: Any = 
         tracker.end(status)
 
 
-def _run(cfg: DictConfig, top: Any, dataset: Any, timer: StageTimer, tracker: Tracker, server: Any) -> dict[str, Any]:
+def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracker, server: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     from ragsweep.generator import build_client
     from ragsweep.metrics.retrieval import retrieval_metrics
     from ragsweep.tokens import counter_for, estimate
@@ -153,17 +144,19 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: StageTimer, tracker: Tr
     log.info("dataset %s: %d documents, %d questions", dataset.name, len(dataset.documents), len(dataset.queries))
     metrics.update({f"data/{k}": v for k, v in dataset.stats.items()})
 
-    with timer("chunk"):
+    with timer("chunk"):  # the chunker shows its own per-document bar on a cache miss
         chunker = instantiate(cfg.chunker)
         chunks = chunker.chunk(dataset.documents, cache=cache)
     metrics["data/chunks"] = len(chunks)
 
     retriever = instantiate(cfg.retriever)
-    with timer("index"):
+    with timer("index", total=len(chunks), unit="chunks") as bar:
         retriever.index(chunks, cache=cache)
+        bar.update(len(chunks))
     k = int(cfg.retriever.top_k)
-    with timer("retrieve"):
+    with timer("retrieve", total=len(dataset.queries), unit="questions") as bar:
         results = retriever.search(dataset.queries, k=k, cache=cache)
+        bar.update(len(dataset.queries))
 
     if dataset.has_relevance:
         rm = retrieval_metrics(results, dataset.queries, k, chunks=chunks)
@@ -195,7 +188,7 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: StageTimer, tracker: Tr
             log.warning("prompt.fit=drop_lowest dropped %d lowest-ranked chunk(s) to fit the model's context", dropped)
         metrics["prompt/chunks_dropped"] = dropped
 
-        client = build_client(gen_cfg, server, cache)
+        client = build_client(gen_cfg, server, cache, progress=not quiet())
         from ragsweep.generator.client import ChatRequest, extract_answer
 
         reqs = [
@@ -208,7 +201,7 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: StageTimer, tracker: Tr
             for p in prompts
         ]
         with timer("generate"):
-            outs = client.chat_many(reqs, desc=f"generating ({len(reqs)} questions)")
+            outs = client.chat_many(reqs, desc=f"{'generate':<9}")
         client.close()
         signals.raise_if_interrupted()  # calls that failed because Ctrl-C stopped the server are no failures
         # a managed server that died under us is named as the cause of the failed calls
@@ -218,6 +211,8 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: StageTimer, tracker: Tr
     finally:
         if own_server:
             server.stop()
+            if getattr(server, "log_path", None) and Path(server.log_path).is_file():
+                tracker.log_file(server.log_path, "server")  # the server's own log, beside the records
 
     records = []
     failures = 0
@@ -278,4 +273,4 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: StageTimer, tracker: Tr
             + f"{failures} of {len(records)} generations failed ({rate:.0%} > max_failure_rate={top.max_failure_rate}); "
             f"see the server log and the records artifact"
         )
-    return metrics
+    return metrics, records

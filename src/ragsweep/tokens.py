@@ -21,9 +21,16 @@ def estimate(text: str) -> int:
 
 @functools.lru_cache(maxsize=4)
 def gguf_counter(model_path: str) -> Callable[[str], int]:
+    import contextlib
+    import io
+
     from llama_cpp import Llama
 
-    vocab = Llama(model_path=model_path, vocab_only=True, verbose=False)
+    chatter = io.StringIO()  # llama.cpp's load messages (e.g. "n_ctx_seq > n_ctx_train") go to the log file
+    with contextlib.redirect_stderr(chatter):
+        vocab = Llama(model_path=model_path, vocab_only=True, verbose=False)
+    if chatter.getvalue().strip():
+        log.debug("llama.cpp (vocabulary of %s): %s", model_path, chatter.getvalue().strip())
 
     def count(text: str) -> int:
         return len(vocab.tokenize(text.encode("utf-8"), add_bos=True, special=False))

@@ -175,6 +175,17 @@ class Tracker:
             path.write_text(text, encoding="utf-8")
             self.client.log_artifact(self.run_id, str(path))
 
+    def artifact_uri(self, name: str = "") -> str | None:
+        """Where this run's artifact ``name`` is stored (a local path for a file store)."""
+        if not (self.enabled and self.run_id):
+            return None
+        root = self.client.get_run(self.run_id).info.artifact_uri
+        if root.startswith("file://"):
+            from urllib.parse import unquote, urlparse
+
+            root = unquote(urlparse(root).path)
+        return f"{root}/{name}" if name else root
+
     def log_file(self, path: str | os.PathLike, artifact_path: str | None = None) -> None:
         if self.enabled and self.run_id:
             self.client.log_artifact(self.run_id, str(path), artifact_path)

@@ -144,7 +144,9 @@ def build_server(gen_cfg: Any) -> ManagedServer | ExternalServer:
     return instantiate(spec, _convert_="all")
 
 
-def build_client(gen_cfg: Any, server: Any, cache: Any = None, cache_namespace: str = "generation") -> ChatClient:
+def build_client(
+    gen_cfg: Any, server: Any, cache: Any = None, cache_namespace: str = "generation", progress: bool | None = None
+) -> ChatClient:
     """A ChatClient for a started ``server`` with the sampling settings of ``gen_cfg``."""
     cfg = GeneratorConfig.from_config(gen_cfg)
     return ChatClient(
@@ -162,4 +164,5 @@ def build_client(gen_cfg: Any, server: Any, cache: Any = None, cache_namespace: 
         structured_mode=getattr(server, "structured_mode", "json_schema"),
         model_id=getattr(server, "cache_identity", server.model_name),
         request_defaults=cfg.request_defaults(),
+        progress=progress,
     )

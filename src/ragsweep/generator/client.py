@@ -570,11 +570,15 @@ class ChatClient:
         disable = None if self.progress is None else not self.progress
         with tqdm(total=len(reqs), initial=hits, desc=desc, unit="req", disable=disable, leave=False) as bar:
 
+            t0, made = time.perf_counter(), [0]
+
             async def one(key: str, idx: list[int]) -> None:
                 res = await self._call(reqs[idx[0]], key)
                 self._store(key, res)
                 for n, i in enumerate(idx):
                     results[i] = res if n == 0 else replace(res)
+                made[0] += res.completion_tokens
+                bar.set_postfix_str(f"{made[0] / max(1e-9, time.perf_counter() - t0):.1f} tokens/s", refresh=False)
                 bar.update(len(idx))
 
             await asyncio.gather(*(one(k, idx) for k, idx in todo.items()))

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# One command sets up everything the default run and the tests need, CPU only, offline models:
+#   bash scripts/setup.sh
+# Into the active virtualenv (or conda env); without one, into ./.venv (created here).
+# llama-cpp-python is compiled by scripts/build_llama_cpp.py for any x86-64 CPU with AVX2 (never
+# from pip's cache); RAGSWEEP_LLAMA_CMAKE_ARGS opts into other flags (see README, "Set up").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [[ -z "${VIRTUAL_ENV:-}" && -z "${CONDA_PREFIX:-}" ]]; then
+    [[ -x .venv/bin/python ]] || python3 -m venv .venv
+    # shellcheck disable=SC1091
+    . .venv/bin/activate
+    echo "setup: using ./.venv (activate it with: . .venv/bin/activate)"
+fi
+python -m pip install --upgrade pip
+# the CPU build of PyTorch, pinned: an open range pulls several GB of CUDA packages
+python -m pip install "torch==2.13.0"
+# llama.cpp for any x86-64 CPU with AVX2, keyed by its build flags, never a foreign cached wheel
+python scripts/build_llama_cpp.py
+# everything else (llama-cpp-python is already satisfied, so pip does not build it again)
+python -m pip install -e '.[dev]'
+echo "setup: done. Check the install with: ragsweep-doctor"

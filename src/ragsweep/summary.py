@@ -1,0 +1,181 @@
+"""What a person sees of a run on the terminal: one progress bar per stage, and a summary at the end.
+
+``ragsweep -q`` keeps only the summary. The metrics shown are ``summary.metrics`` in the config
+(``conf/config.yaml``); each with the number of questions it is defined for.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Sequence
+
+QUIET_ENV = "RAGSWEEP_QUIET"
+
+
+def quiet() -> bool:
+    return os.environ.get(QUIET_ENV) == "1"
+
+
+class RunResult(dict):
+    """A run's metrics (a plain dict, as before) plus what the summary shows about the run."""
+
+    def __init__(self, metrics: dict[str, Any], **info: Any):
+        super().__init__(metrics)
+        self.name: str = info.get("name", "")
+        self.status: str = info.get("status", "FINISHED")
+        self.run_id: str | None = info.get("run_id")
+        self.experiment_id: str | None = info.get("experiment_id")
+        self.experiment_name: str | None = info.get("experiment_name")
+        self.tracking_uri: str | None = info.get("tracking_uri")
+        self.records_uri: str | None = info.get("records_uri")
+        self.records: list[dict[str, Any]] = info.get("records", [])
+        self.skipped: bool = info.get("skipped", False)
+
+
+class Stages:
+    """Stage timer with one progress bar per stage on stderr (none with ``-q``).
+
+    ``with stages("chunk", total=600, unit="doc") as bar: ...; bar.update(600)``; the seconds of
+    every stage are in ``seconds``.
+    """
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, stage: str, total: int | None = None, unit: str = "it") -> Iterator[Any]:
+        from tqdm.auto import tqdm
+
+        t0 = time.perf_counter()
+        show = total is not None and not quiet()
+        bar = tqdm(total=total, desc=f"{stage:<9}", unit=f" {unit}", disable=not show, leave=True,
+                   file=sys.stderr, dynamic_ncols=True, bar_format="{desc} {n_fmt}/{total_fmt}{unit} [{elapsed}]{postfix}")
+        try:
+            yield bar
+        finally:
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - t0
+            bar.close()
+
+
+def _fmt(value: float, scale: float) -> str:
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    return f"{value:.1f}" if scale > 1 else f"{value:.3f}"
+
+
+def per_question(records: Sequence[dict[str, Any]], name: str) -> list[float] | None:
+    """The defined per-question values of ``name`` (registry's per-question function), else None."""
+    from ragsweep.metrics.registry import find
+
+    metric = find(name)
+    if metric is None or metric.per_question is None or not records:
+        return None
+    values = []
+    for rec in records:
+        try:
+            v = metric.per_question(rec)
+        except (KeyError, TypeError, ValueError):
+            continue
+        if v is not None and math.isfinite(float(v)):
+            values.append(float(v))
+    return values
+
+
+def bootstrap_ci(values: Sequence[float], level: float = 0.95, n_boot: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean over questions (seeded: the same numbers every time)."""
+    import numpy as np
+
+    x = np.asarray(values, dtype=float)
+    if len(x) < 2:
+        return (float("nan"), float("nan"))
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(0, len(x), size=(n_boot, len(x)))].mean(axis=1)
+    alpha = (1 - level) / 2
+    return float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha))
+
+
+def ui_url(host: str, experiment_id: str | None, run_id: str | None) -> str:
+    if experiment_id and run_id:
+        return f"{host}/#/experiments/{experiment_id}/runs/{run_id}"
+    return host
+
+
+def format_summary(result: RunResult, metrics_shown: Sequence[str], total_s: float | None = None) -> str:
+    m = result
+    records = result.records
+    attempted = int(m.get("generator/requests", len(records)))
+    failed = int(m.get("generator/failures", sum(1 for r in records if r.get("error"))))
+    judge_fail = int(sum(v for k, v in m.items() if k.startswith("judge/") and k.endswith("failures")))
+    head = f"ragsweep: {result.name}  {result.status}" + (f" in {total_s:.1f}s" if total_s is not None else "")
+    if result.skipped:
+        head += " (already finished in this sweep: not run again)"
+    lines = [head]
+    lines.append(f"questions: {attempted} attempted, {attempted - failed} answered, {failed} failed generation"
+                 + (f", {judge_fail} judge failures" if judge_fail else ""))
+    rows = [(name, m[name]) for name in metrics_shown if name in m]
+    if rows:
+        from ragsweep.metrics.registry import find
+
+        width = max(len(n) for n, _ in rows)
+        lines.append(f"  {'metric':<{width}}  {'mean':>7}  {'95% interval':>17}  {'n':>4}")
+        for name, value in rows:
+            metric = find(name)
+            scale = metric.scale if metric is not None else (100 if name.startswith("ragchecker/") else 1)
+            values = per_question(records, name)
+            ci, n = "", ""
+            if values is not None:
+                n = str(len(values))
+                lo, hi = bootstrap_ci(values)
+                if math.isfinite(lo):
+                    ci = f"[{_fmt(lo, scale)}, {_fmt(hi, scale)}]"
+            lines.append(f"  {name:<{width}}  {_fmt(float(value), scale):>7}  {ci:>17}  {n:>4}")
+    times = [(k[len("time/"):-2], v) for k, v in m.items() if k.startswith("time/") and k.endswith("_s")]
+    if times:
+        lines.append("time: " + ", ".join(f"{k} {v:.1f}s" for k, v in times))
+    calls = m.get("generator/calls")
+    if calls is not None:
+        lines.append(f"model calls: {int(calls)} generation ({int(m.get('generator/cache_hits', 0))} from cache), "
+                     f"{int(m.get('generator/prompt_tokens', 0))} prompt + {int(m.get('generator/completion_tokens', 0))} completion tokens")
+    if result.run_id:
+        uri = result.tracking_uri or ""
+        lines.append(f"MLflow run {result.run_id} in experiment {result.experiment_name!r}")
+        if uri.startswith("sqlite:") or "://" not in uri:
+            lines.append(f"  mlflow ui --backend-store-uri {uri}")
+            lines.append(f"  {ui_url('http://127.0.0.1:5000', result.experiment_id, result.run_id)}")
+        else:
+            lines.append(f"  {ui_url(uri.rstrip('/'), result.experiment_id, result.run_id)}")
+    if result.records_uri:
+        lines.append(f"records: {result.records_uri}")
+    return "\n".join(lines)
+
+
+def format_line(result: RunResult, metrics_shown: Sequence[str]) -> str:
+    """One line per job of a sweep."""
+    bits = [f"{n.rsplit('/', 1)[-1]}={float(result[n]):.3g}" for n in metrics_shown[:3] if n in result]
+    failed = int(result.get("generator/failures", 0))
+    return f"ragsweep: {result.name}  {result.status}  " + " ".join(bits) + (f"  failed={failed}" if failed else "") + (
+        f"  run {result.run_id}" if result.run_id else "")
+
+
+@dataclass
+class SweepTable:
+    """Rows collected from a sweep's jobs, printed at the end."""
+
+    rows: list[tuple[str, str, dict[str, float]]] = field(default_factory=list)
+
+    def format(self, metrics_shown: Sequence[str]) -> str:
+        if not self.rows:
+            return ""
+        cols = [n for n in metrics_shown if any(n in r[2] for r in self.rows)][:5]
+        width = max(len(r[0]) for r in self.rows)
+        short = [c.rsplit("/", 1)[-1][:14] for c in cols]
+        out = [f"{'system':<{width}}  {'status':<8}  " + "  ".join(f"{s:>14}" for s in short)]
+        for name, status, m in self.rows:
+            out.append(f"{name:<{width}}  {status:<8}  " + "  ".join(
+                f"{m[c]:>14.3g}" if c in m and m[c] is not None and math.isfinite(float(m[c])) else f"{'n/a':>14}" for c in cols))
+        return "\n".join(out)

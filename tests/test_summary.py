@@ -1,0 +1,40 @@
+"""The end-of-run summary: headline metrics with n and a seeded bootstrap interval, counts, where to look."""
+
+import math
+
+import numpy as np
+
+from ragsweep.metrics import registry
+from ragsweep.summary import RunResult, bootstrap_ci, format_line, format_summary
+
+
+def test_bootstrap_interval_is_seeded_and_covers_the_mean_at_about_the_nominal_rate():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=40)
+    assert bootstrap_ci(x) == bootstrap_ci(x)
+    assert bootstrap_ci([0.5] * 10) == (0.5, 0.5)
+    assert all(math.isnan(v) for v in bootstrap_ci([1.0]))
+    covered = sum(lo <= 0.0 <= hi for lo, hi in (bootstrap_ci(rng.normal(size=30), n_boot=1000, seed=i) for i in range(200)))
+    assert 0.88 <= covered / 200 <= 0.99  # percentile bootstrap at n=30: slightly under 95%
+
+
+def test_summary_shows_counts_intervals_and_where_the_run_is():
+    name = "test/summary_metric"
+    registry.register(registry.Metric(name, 1, True, False, lambda r: r["v"], "test"))
+    records = [{"v": v} for v in (0.0, 1.0, 1.0, float("nan"))]
+    result = RunResult(
+        {name: 2 / 3, "generator/requests": 5, "generator/failures": 1, "generator/calls": 4, "time/generate_s": 12.5},
+        name="bm25-k4", run_id="abc123", experiment_id="7", experiment_name="default",
+        tracking_uri="sqlite:///mlruns/mlflow.db", records=records, records_uri="/x/records.json",
+    )
+    text = format_summary(result, [name, "not/logged"], total_s=20.0)
+    assert text.splitlines()[0] == "ragsweep: bm25-k4  FINISHED in 20.0s"
+    assert "questions: 5 attempted, 4 answered, 1 failed generation" in text
+    row = next(line for line in text.splitlines() if line.strip().startswith(name))
+    assert row.split()[1:] == ["0.667", "[0.000,", "1.000]", "3"]  # NaN is undefined, not counted
+    assert "not/logged" not in text
+    assert "time: generate 12.5s" in text
+    assert "mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db" in text
+    assert "http://127.0.0.1:5000/#/experiments/7/runs/abc123" in text
+    assert "records: /x/records.json" in text
+    assert format_line(result, [name]) == "ragsweep: bm25-k4  FINISHED  summary_metric=0.667  failed=1  run abc123"
