@@ -3,6 +3,11 @@ that both BM25 backends give identical rankings.
 
     python experiments/bench_retrieval.py                       # all 600 passages, 20 questions
     python experiments/bench_retrieval.py --queries 300 --skip-dense --out bench.json
+    python experiments/bench_retrieval.py --data DIR            # ClapNQ files from DIR instead
+
+By default it reads the ClapNQ dev files shipped inside the package (the built-in dataset);
+``--data DIR`` points at a folder holding ``clapnq_dev_answerable.jsonl`` and
+``clapnq_dev_unanswerable.jsonl``.
 
 Passages of answerable and unanswerable questions together form the corpus (as in RAGChecker's
 ClapNQ setup); questions are the first N answerable ones. Chunked with TokenChunker defaults
@@ -13,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 import warnings
@@ -27,13 +31,23 @@ from ragsweep.retriever.bm25 import BM25Retriever
 from ragsweep.retriever.tfidf import TfidfRetriever
 from ragsweep.types import Document, Query
 
-DATA = Path(os.environ.get("CLAPNQ_DIR", "/work/shared/data/clapnq"))
+FILES = ("clapnq_dev_answerable.jsonl", "clapnq_dev_unanswerable.jsonl")
 
 
-def load(n_queries: int) -> tuple[list[Document], list[Query]]:
+def builtin_clapnq() -> Path:
+    import importlib.resources as resources
+
+    return Path(str(resources.files("ragsweep") / "dataset" / "builtin" / "clapnq"))
+
+
+def load(n_queries: int, data: Path) -> tuple[list[Document], list[Query]]:
+    missing = [name for name in FILES if not (data / name).is_file()]
+    if missing:
+        sys.exit(f"bench_retrieval: --data {data}: missing {', '.join(missing)}; point --data at a folder holding "
+                 f"both ClapNQ dev files, or leave it out to use the copy shipped with ragsweep")
     docs, queries = [], []
-    for name in ("clapnq_dev_answerable.jsonl", "clapnq_dev_unanswerable.jsonl"):
-        with open(DATA / name, encoding="utf-8") as f:
+    for name in FILES:
+        with open(data / name, encoding="utf-8") as f:
             for line in f:
                 rec = json.loads(line)
                 for i, p in enumerate(rec["passages"]):
@@ -45,6 +59,7 @@ def load(n_queries: int) -> tuple[list[Document], list[Query]]:
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=None, help="folder with the ClapNQ dev files (default: the built-in copy)")
     ap.add_argument("--queries", type=int, default=20)
     ap.add_argument("--k", type=int, default=4)
     ap.add_argument("--skip-dense", action="store_true")
@@ -52,7 +67,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
 
-    docs, queries = load(args.queries)
+    docs, queries = load(args.queries, args.data or builtin_clapnq())
     t = time.perf_counter()
     chunks = TokenChunker().chunk(docs)
     out: dict = {"documents": len(docs), "chunks": len(chunks), "queries": len(queries), "k": args.k}

@@ -68,11 +68,22 @@ _T0 = time.perf_counter()
 QUIET_FLAGS = ("-q", "--quiet")
 
 
+def _unraisable(info: "sys.UnraisableHookArgs") -> None:
+    """An interrupt that lands inside a finalizer (an HTTP client's __del__, an event loop being
+    torn down) cannot propagate; Python would print 'Exception ignored in ...' with a traceback
+    after the run already stopped cleanly. Log those; report any other as Python does."""
+    if isinstance(info.exc_value, KeyboardInterrupt):
+        log.debug("interrupt inside %r ignored during shutdown", info.object)
+        return
+    sys.__unraisablehook__(info)
+
+
 def main() -> None:
     """``ragsweep [-q] [hydra overrides...]``: ``-q`` keeps only the summary on the terminal."""
     global _T0
     _T0 = time.perf_counter()
     _quiet_libraries()
+    sys.unraisablehook = _unraisable
     if any(a in QUIET_FLAGS for a in sys.argv[1:]):
         sys.argv = [a for a in sys.argv if a not in QUIET_FLAGS]
         os.environ[QUIET_ENV] = "1"
