@@ -1,0 +1,77 @@
+"""The default run's wall time, cold and warm, with where the seconds go.
+
+    python experiments/bench_default_run.py                 # ragsweep dataset.limit=20, cold then warm
+    python experiments/bench_default_run.py --limit 5 -- generator.server.n_threads=1
+
+Each run is a fresh ``ragsweep`` process in a scratch directory: cold = empty cache and MLflow
+store (every model call made), warm = the same command again (every stage from the cache). The
+stage breakdown is the run's own ``time/*`` metrics; "outside stages" is the rest of the process
+(Python imports, Hydra, MLflow's store and logging). Prints a Markdown table and appends it to
+``experiments/results/bench_default_run.md`` (``--no-save`` to skip).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results" / "bench_default_run.md"
+
+
+def run_once(cwd: Path, args: list[str]) -> tuple[float, dict[str, float], str]:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "RAGSWEEP_CACHE_DIR": str(cwd / "cache")}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "ragsweep.cli", "-q", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        sys.exit(f"bench_default_run: ragsweep failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr[-3000:]}")
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("time: ")), "")
+    stages = {name: float(sec) for name, sec in re.findall(r"(\w+) ([0-9.]+)s", line)}
+    return wall, stages, proc.stdout
+
+
+def table(results: dict[str, tuple[float, dict[str, float]]]) -> str:
+    names = [s for s in ("load", "chunk", "index", "retrieve", "server_start", "prompt", "generate", "evaluate")
+             if any(s in st for _, st in results.values())]
+    head = "| run | wall s | " + " | ".join(names) + " | outside stages |"
+    rows = [head, "|" + "---|" * (len(names) + 3)]
+    for label, (wall, st) in results.items():
+        rest = wall - sum(st.values())
+        rows.append(f"| {label} | {wall:.1f} | " + " | ".join(f"{st.get(n, 0.0):.1f}" for n in names) + f" | {rest:.1f} |")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--limit", type=int, default=20, help="questions (dataset.limit)")
+    ap.add_argument("--no-save", action="store_true")
+    ap.add_argument("overrides", nargs="*", help="extra ragsweep overrides (after --)")
+    args = ap.parse_args(argv)
+    overrides = [f"dataset.limit={args.limit}", *args.overrides]
+    with tempfile.TemporaryDirectory(prefix="ragsweep-bench-") as tmp:
+        cwd = Path(tmp)
+        cold = run_once(cwd, overrides)
+        warm = run_once(cwd, overrides)
+    results = {"cold": cold[:2], "warm": warm[:2]}
+    text = (f"### `ragsweep {' '.join(overrides)}` on {os.cpu_count()} cores ({platform.processor() or platform.machine()}), "
+            f"{time.strftime('%Y-%m-%d')}\n\n{table(results)}\n")
+    print(text)
+    print(cold[2])
+    if not args.no_save:
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        with RESULTS.open("a", encoding="utf-8") as f:
+            f.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
