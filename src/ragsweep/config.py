@@ -202,3 +202,11 @@ def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
     else:
         items[prefix] = data
     return items
+
+
+def server_spec(node: Any) -> str:
+    """Identity of a model server's config (a sweep's shared server is reused when it matches)."""
+    from ragsweep.cache import content_hash
+
+    plain = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+    return content_hash("server", dict(plain))
