@@ -180,7 +180,7 @@ class SweepCallback(Callback):
             "swept": ",".join(keys) or "none",
             "overrides": " ".join(config.hydra.overrides.task),
             # the values in the order the sweep gives them (the report orders its rows and bars so)
-            "sweeper_params": " ".join(f"{k}={v}" for k, v in (params or {}).items()),
+            "sweeper_params": json.dumps(params or {}),
         })
         sweep_node = _plain(config.get("sweep")) or {}
         tr.log_json(sweep_node, "sweep.json")

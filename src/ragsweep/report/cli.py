@@ -64,7 +64,11 @@ def build_report(tracking_uri: str | None, experiment: str | None, run_id: str |
     runs = tracking.load_sweep_runs(client, experiment, run_id)
     spec, source, sweeper = load_sweep_spec(client, runs)
     pp = runs.parent_params or {}
-    df = runs_frame(runs.children, declared_order(pp.get("sweeper_params"), pp.get("overrides"), sweeper))
+    try:
+        logged = json.loads(pp.get("sweeper_params") or "{}")
+    except json.JSONDecodeError:  # cut at MLflow's param length: the other sources still order
+        logged = {}
+    df = runs_frame(runs.children, declared_order(logged if isinstance(logged, dict) else {}, pp.get("overrides"), sweeper))
 
     layout = str(spec.get("layout") or infer_layout(df))
     if layout not in LAYOUTS:
