@@ -51,13 +51,10 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str], log: Path) -> float:
 
 
 def _runs(workdir: Path, experiment: str, children_only: bool):
-    from mlflow.tracking import MlflowClient
+    from ragsweep import tracking
 
-    client = MlflowClient(tracking_uri=f"sqlite:///{workdir}/mlruns/mlflow.db")
-    exp = client.get_experiment_by_name(experiment)
-    runs = client.search_runs([exp.experiment_id], max_results=1000)
-    if children_only:
-        runs = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    client = tracking.client(f"sqlite:///{workdir}/mlruns/mlflow.db")
+    runs = tracking.experiment_runs(client, experiment, children_only=children_only)
     bad = [(r.info.run_name, r.info.status) for r in runs if r.info.status != "FINISHED"]
     if bad:
         sys.exit(f"runs did not finish: {bad}")

@@ -7,7 +7,8 @@ headless Chromium screenshot.
 1. Starts ``mlflow server`` over the store on 127.0.0.1 (a free port with ``--port 0``), in its own
    process group, and waits for ``GET /health``; the server is always stopped at the end
    (SIGTERM to the group, then SIGKILL).
-2. Through the REST API (``experiments/get-by-name``, ``runs/search``) finds the latest parent run
+2. Through the server's REST API, with ``ragsweep.tracking`` (which reads runs for ``ragsweep-report``
+   too, with the same notion of one system), finds the latest parent run
    of the experiment (tag ``ragsweep.role=parent``) and its children (tag ``mlflow.parentRunId``),
    checks that there are exactly ``--expect-children`` FINISHED children (one per system: a child
    re-run by a resumed sweep counts once, the latest, as in ``ragsweep-report``) and that every one
@@ -64,7 +65,6 @@ CHROMIUM_FLAGS = (
     "--disable-dev-shm-usage", "--hide-scrollbars", "--mute-audio", "--no-default-browser-check",
     "--remote-debugging-pipe",
 )
-VOLATILE_PARAM_PREFIXES = ("runtime.", "cache.", "mlflow.", "server.", "output.")
 
 
 class CheckError(RuntimeError):
@@ -171,25 +171,6 @@ def mlflow_server(tracking_uri: str, port: int = 0, timeout: float = 180.0,
 
 
 # -- the REST check ------------------------------------------------------------------------------
-def api(base: str, path: str, params: dict | None = None, body: dict | None = None, timeout: float = 30.0) -> dict:
-    url = f"{base}/api/2.0/mlflow/{path}"
-    if params:
-        url += "?" + urllib.parse.urlencode(params)
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method="GET" if body is None else "POST",
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return json.loads(r.read() or b"{}")
-    except urllib.error.HTTPError as exc:
-        detail = exc.read().decode(errors="replace")[:300]
-        with contextlib.suppress(ValueError, AttributeError):
-            detail = json.loads(detail).get("message", detail)
-        raise CheckError(f"REST {path}: HTTP {exc.code}: {detail}") from None
-    except (urllib.error.URLError, OSError) as exc:
-        raise CheckError(f"REST {path}: {exc}") from None
-
-
 @dataclass
 class Run:
     run_id: str
@@ -202,22 +183,12 @@ class Run:
     tags: dict[str, str]
 
     @classmethod
-    def from_json(cls, d: dict) -> "Run":
-        info, data = d.get("info", {}), d.get("data", {})
+    def from_mlflow(cls, r: Any) -> "Run":
         return cls(
-            run_id=info.get("run_id") or info.get("run_uuid", ""),
-            run_name=info.get("run_name") or "",
-            status=info.get("status", "?"),
-            start_time=int(info.get("start_time") or 0),
-            end_time=int(info.get("end_time") or 0),
-            metrics={m["key"]: m.get("value") for m in data.get("metrics", [])},
-            params={p["key"]: p.get("value") for p in data.get("params", [])},
-            tags={t["key"]: t.get("value") for t in data.get("tags", [])},
+            run_id=r.info.run_id, run_name=r.info.run_name or "", status=r.info.status,
+            start_time=int(r.info.start_time or 0), end_time=int(r.info.end_time or 0),
+            metrics=dict(r.data.metrics), params=dict(r.data.params), tags=dict(r.data.tags),
         )
-
-    def system_key(self) -> tuple:
-        items = tuple(sorted((k, v) for k, v in self.params.items() if not k.startswith(VOLATILE_PARAM_PREFIXES)))
-        return items or (("run_name", self.run_name),)
 
 
 @dataclass
@@ -245,54 +216,24 @@ class SweepCheck:
         return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows])
 
 
-def _search_runs(base: str, experiment_id: str, filter_string: str, order_by: list[str] | None = None,
-                 max_results: int = 1000, limit: int | None = None) -> list[Run]:
-    runs: list[Run] = []
-    token = None
-    while True:
-        body: dict[str, Any] = {"experiment_ids": [experiment_id], "filter": filter_string,
-                                "max_results": max_results, "run_view_type": "ACTIVE_ONLY"}
-        if order_by:
-            body["order_by"] = order_by
-        if token:
-            body["page_token"] = token
-        page = api(base, "runs/search", body=body)
-        runs.extend(Run.from_json(r) for r in page.get("runs", []))
-        token = page.get("next_page_token")
-        if not token or (limit and len(runs) >= limit):
-            return runs[:limit] if limit else runs
-
-
 def rest_check(base_url: str, experiment: str, expect_children: int = 3,
                metrics: tuple[str, ...] | list[str] = DEFAULT_METRICS) -> SweepCheck:
     """Find the latest parent run of ``experiment`` and its children through the REST API and
     check them; raise :class:`CheckError` with the reason when a check fails."""
+    from ragsweep import tracking
+
     metrics = tuple(metrics)
-    try:
-        exp = api(base_url, "experiments/get-by-name", params={"experiment_name": experiment})["experiment"]
-    except CheckError as exc:
-        if "RESOURCE_DOES_NOT_EXIST" in str(exc) or "HTTP 404" in str(exc):
-            names = [e["name"] for e in api(base_url, "experiments/search", body={"max_results": 1000}).get("experiments", [])]
-            raise CheckError(f"experiment '{experiment}' not found (experiments in this store: {', '.join(sorted(names)) or 'none'})") from None
-        raise
-    if exp.get("lifecycle_stage") == "deleted":
-        raise CheckError(f"experiment '{experiment}' is deleted")
-    eid = exp["experiment_id"]
-    parents = _search_runs(base_url, eid, "tags.`ragsweep.role` = 'parent'",
-                           order_by=["attributes.start_time DESC"], max_results=1, limit=1)
-    if not parents:
-        raise CheckError(f"experiment '{experiment}' has no parent run (tag ragsweep.role=parent)")
-    parent = parents[0]
-    found = _search_runs(base_url, eid, f"tags.`mlflow.parentRunId` = '{parent.run_id}'")
-    found = [r for r in found if r.tags.get("ragsweep.role") != "parent"]
-    finished = [r for r in found if r.status == "FINISHED"]
-    latest: dict[tuple, Run] = {}
-    for r in finished:
-        cur = latest.get(r.system_key())
-        if cur is None or (r.start_time, r.end_time) > (cur.start_time, cur.end_time):
-            latest[r.system_key()] = r
-    kept = sorted(latest.values(), key=lambda r: r.start_time)
-    others = [r for r in found if r not in kept]
+    try:  # the runs are found and read as ragsweep-report reads them, through the server's REST API
+        runs = tracking.load_sweep_runs(tracking.client(base_url), experiment, None, require_finished=False)
+    except tracking.TrackingError as exc:
+        raise CheckError(str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - an MlflowException from the server: its message
+        raise CheckError(f"REST: {str(exc).splitlines()[0]}") from None
+    eid = runs.experiment_id
+    parent = Run.from_mlflow(runs.parent)
+    kept = [Run.from_mlflow(r) for r in runs.children]
+    others = [Run.from_mlflow(r) for r in runs.others]
+    found = kept + others
     check = SweepCheck(base_url, experiment, eid, parent, kept, others, metrics)
     if len(kept) != expect_children:
         states = ", ".join(f"{r.run_name or r.run_id}={r.status}" for r in found) or "none"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import re
 from dataclasses import dataclass, field, fields, is_dataclass
+from pathlib import Path
 from typing import Any
 
 from hydra.utils import get_class
@@ -20,8 +21,42 @@ from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationE
 
 from ragsweep.errors import ConfigError
 
-COMPONENT_GROUPS = ("dataset", "chunker", "retriever", "prompt", "generator", "evaluator")
-REQUIRED_GROUPS = ("dataset", "chunker", "retriever", "prompt", "generator")
+#: the packaged config tree (``conf/`` at the repository root links here)
+CONF_DIR = Path(__file__).resolve().parent / "conf"
+#: component groups a run may leave out (``~evaluator``: generate only)
+OPTIONAL_GROUPS = ("evaluator",)
+
+
+def _is_global(yaml: Path) -> bool:
+    """An option merged at the top level (``# @package _global_``, e.g. experiment/) is no component."""
+    with open(yaml, encoding="utf-8") as fh:
+        return any(line.strip().replace(" ", "") == "#@package_global_" for line, _ in zip(fh, range(5)))
+
+
+def config_groups(conf_dir: Path = CONF_DIR) -> tuple[str, ...]:
+    """The component groups: every folder of ``conf/`` holding option YAMLs, ``_global_`` ones
+    (experiment/) aside, in the order of ``config.yaml``'s defaults, then alphabetically. A new
+    group is a new folder; nothing here to edit."""
+    found = [d.name for d in sorted(conf_dir.iterdir()) if d.is_dir() and not d.name.startswith(("_", "."))
+             and any(True for _ in d.glob("*.yaml")) and not all(_is_global(y) for y in d.glob("*.yaml"))]
+    order = default_groups(conf_dir)
+    return tuple(sorted(found, key=lambda g: (order.index(g) if g in order else len(order), g)))
+
+
+def default_groups(conf_dir: Path = CONF_DIR) -> list[str]:
+    """The groups ``config.yaml``'s defaults list selects, in its order."""
+    defaults = OmegaConf.to_container(OmegaConf.load(conf_dir / "config.yaml").get("defaults") or [])
+    return [str(next(iter(e))).lstrip("+~/") for e in defaults if isinstance(e, dict)]
+
+
+def group_options(group: str, conf_dir: Path = CONF_DIR) -> list[str]:
+    """The option names of a group: its YAML files' stems (``retriever`` -> bm25, dense, tfidf ...)."""
+    return sorted(p.stem for p in (conf_dir / group).glob("*.yaml"))
+
+
+COMPONENT_GROUPS = config_groups()
+#: a run must choose these: the component groups config.yaml selects by default, optional ones aside
+REQUIRED_GROUPS = tuple(g for g in COMPONENT_GROUPS if g in default_groups() and g not in OPTIONAL_GROUPS)
 
 SECRET_PATTERN = re.compile(r"(api[_-]?key|secret|password|passwd|token|authorization|bearer)(?!_env)", re.I)
 REDACTED = "***"
@@ -175,3 +210,11 @@ def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
     else:
         items[prefix] = data
     return items
+
+
+def server_spec(node: Any) -> str:
+    """Identity of a model server's config (a sweep's shared server is reused when it matches)."""
+    from ragsweep.cache import content_hash
+
+    plain = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+    return content_hash("server", dict(plain))

@@ -15,49 +15,15 @@ from ragsweep.config import flatten, validate
 from ragsweep import signals
 from ragsweep.errors import FailureRateExceeded
 from ragsweep.summary import RunResult, Stages, quiet
-from ragsweep.sweep import finished_child, system_key
-from ragsweep.tracking import Tracker
+from ragsweep.tracking import Tracker, finished_child, short_params, system_key, system_name
 
 log = logging.getLogger("ragsweep")
-
-
-def component_name(node: DictConfig) -> str | None:
-    """A component's short name: its ``name`` field, else its class's ``name`` attribute."""
-    if node.get("name"):
-        return str(node.name)
-    target = node.get("_target_")
-    if target:
-        from hydra.utils import get_class
-
-        return getattr(get_class(target), "name", None)
-    return None
-
-
-def system_name(cfg: DictConfig) -> str:
-    """A short run name that says what the system is: ``bm25-k4-c300o0.2-long_cot-smollm2``."""
-    r, c = cfg.retriever, cfg.chunker
-    return f"{component_name(r)}-k{r.top_k}-c{c.size}o{c.overlap}-{cfg.prompt.name}-{cfg.generator.name}"
-
-
-def short_params(cfg: DictConfig) -> dict[str, Any]:
-    """Short, pivotable names for the knobs users sweep."""
-    return {
-        "dataset": cfg.dataset.get("name"),
-        "limit": cfg.dataset.get("limit"),
-        "retriever": component_name(cfg.retriever),
-        "top_k": cfg.retriever.top_k,
-        "chunk_size": cfg.chunker.size,
-        "chunk_overlap": cfg.chunker.overlap,
-        "prompt": cfg.prompt.name,
-        "generator": cfg.generator.name,
-        "evaluator": cfg.evaluator.get("name") if "evaluator" in cfg else None,
-    }
 
 
 def share_judge_server(cfg: DictConfig, evaluator: Any, server: Any) -> bool:
     """In a sweep, an LLM judge configured with the same server as the sweep's shared model server
     talks to that server instead of starting one per job. Returns whether it was shared."""
-    from ragsweep.sweep import server_spec
+    from ragsweep.config import server_spec
 
     judge = cfg.evaluator.get("judge")
     spec = getattr(server, "spec", None)

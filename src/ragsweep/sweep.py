@@ -32,6 +32,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from ragsweep.cache import content_hash
+from ragsweep.config import server_spec  # noqa: F401 - the jobs' cli and tests reach it here too
 
 log = logging.getLogger("ragsweep.sweep")
 
@@ -71,11 +72,6 @@ def runs_remotely(config: DictConfig) -> bool:
         return True
     ray_init = (launcher.get("ray") or {}).get("init") or {}
     return "ray" in target.lower() and ray_init.get("address") not in (None, "", "local")
-
-
-def server_spec(gen_server: Any) -> str:
-    spec = dict(_plain(gen_server))
-    return content_hash("server", spec)
 
 
 def current() -> dict[str, Any] | None:
@@ -168,38 +164,38 @@ class SweepCallback(Callback):
         atexit.register(self._finish, "KILLED")
 
     def _open_parent(self, config: DictConfig) -> str:
+        from ragsweep.tracking import latest_parent
+
         tr = self.tracker
         sig = sweep_signature(config)
-        found = tr.client.search_runs(
-            [tr.experiment_id],
-            filter_string=f"tags.`ragsweep.role` = 'parent' and tags.`ragsweep.sweep_signature` = '{sig}'",
-            order_by=["attributes.start_time DESC"],
-            max_results=1,
-        )
-        if found and found[0].info.status != "FINISHED":
-            run_id = found[0].info.run_id
-            tr.run_id = run_id
-            tr.client.update_run(run_id, status="RUNNING")
-            log.info("resuming sweep: parent run %s (%s)", run_id, found[0].info.status)
-            return run_id
+        found = latest_parent(tr.client, tr.experiment_id, sig)
+        if found is not None and found.info.status != "FINISHED":
+            log.info("resuming sweep: parent run %s (%s)", found.info.run_id, found.info.status)
+            return tr.reopen(found.info.run_id)
         keys = swept_keys(config)
         name = f"sweep-{config.experiment_name}-{time.strftime('%Y%m%d-%H%M%S')}"
         run_id = tr.start(name, tags={"ragsweep.role": "parent", "ragsweep.experiment": config.experiment_name, "ragsweep.sweep_signature": sig})
-        tr.log_params({"swept": ",".join(keys) or "none", "overrides": " ".join(config.hydra.overrides.task)})
+        params = _plain(config.hydra.sweeper.get("params")) if "sweeper" in config.hydra else None
+        tr.log_params({
+            "swept": ",".join(keys) or "none",
+            "overrides": " ".join(config.hydra.overrides.task),
+            # the values in the order the sweep gives them (the report orders its rows and bars so)
+            "sweeper_params": json.dumps(params or {}),
+        })
         sweep_node = _plain(config.get("sweep")) or {}
         tr.log_json(sweep_node, "sweep.json")
         log.info("sweep parent run %s in experiment %s", run_id, config.experiment_name)
         return run_id
 
     def _start_server(self, config: DictConfig) -> dict[str, Any] | None:
-        from hydra.utils import instantiate
+        from hydra.utils import get_class, instantiate
+
+        from ragsweep.generator import server as srv
 
         node = config.generator.server
-        target = str(node.get("_target_", ""))
-        if target.endswith("ExternalServer"):
-            return None  # nothing to start
+        if not issubclass(get_class(str(node.get("_target_"))), srv.ManagedServer):
+            return None  # nothing to start: e.g. an external endpoint, which each job reaches itself
         spec = server_spec(node)
-        from ragsweep.generator import server as srv
 
         stopped = srv.stop_orphans()  # e.g. the server of a sweep that was SIGKILLed
         if stopped:
@@ -244,34 +240,7 @@ class SweepCallback(Callback):
                 ray.shutdown()
 
     def _children_status(self) -> str:
-        tr = self.tracker
-        runs = tr.client.search_runs([tr.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{self.parent_run_id}'")
-        done: dict[str, str] = {}
-        for r in runs:
-            key = r.data.tags.get("ragsweep.system_key", r.info.run_id)
-            if done.get(key) != "FINISHED":
-                done[key] = r.info.status
-        return "FINISHED" if done and all(s == "FINISHED" for s in done.values()) else "FAILED"
+        from ragsweep.tracking import children_status
 
+        return children_status(self.tracker, self.parent_run_id)
 
-# -- job side ------------------------------------------------------------------------------
-def system_key(resolved: dict[str, Any]) -> str:
-    """Identity of one system: its resolved config without run bookkeeping."""
-    ident = {k: v for k, v in resolved.items() if k not in ("hydra", "run_name", "mlflow", "cache_dir")}
-    return content_hash("system", ident)
-
-
-def finished_child(tracker: Any, parent_run_id: str, key: str) -> Any:
-    """The FINISHED child of ``parent_run_id`` for system ``key``; stale RUNNING ones are marked KILLED."""
-    runs = tracker.client.search_runs(
-        [tracker.experiment_id],
-        filter_string=f"tags.mlflow.parentRunId = '{parent_run_id}' and tags.`ragsweep.system_key` = '{key}'",
-        order_by=["attributes.start_time DESC"],
-    )
-    finished = None
-    for r in runs:
-        if r.info.status == "FINISHED" and finished is None:
-            finished = r
-        elif r.info.status == "RUNNING":
-            tracker.client.set_terminated(r.info.run_id, status="KILLED")
-    return finished

@@ -115,6 +115,12 @@ class Tracker:
         self.run_id = run.info.run_id
         return self.run_id
 
+    def reopen(self, run_id: str) -> str:
+        """Continue the existing run ``run_id`` (a resumed sweep's parent): RUNNING again."""
+        self.run_id = run_id
+        self.client.update_run(run_id, status="RUNNING")
+        return run_id
+
     def end(self, status: str = "FINISHED") -> None:
         if self.enabled and self.run_id:
             self.client.set_terminated(self.run_id, status=status)

@@ -1,0 +1,5 @@
+import sys
+
+from ragsweep.report import main
+
+sys.exit(main())

@@ -1,0 +1,104 @@
+"""How a run is named and identified: the run name, the short params, the system key.
+
+No MLflow here: the pipeline names a run before any store is opened, and the report identifies a
+run it read back with the same rules.
+
+- ``system_name(cfg)``: a short run name that says what the system is (``bm25-k4-c300o0.2-long_cot-smollm2``);
+- ``short_params(cfg)``: short, pivotable names for the knobs users sweep, one per component group
+  (the chosen option's name, e.g. ``retriever=bm25``) plus a few numeric knobs (``top_k`` ...);
+- ``system_key(resolved)``: the identity of one system, its resolved config without run
+  bookkeeping, logged as the run's tag ``ragsweep.system_key``; ``run_system_key(run)`` reads it
+  back (or, for a run logged without the tag, derives it from the run's logged params).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from omegaconf import DictConfig
+
+from ragsweep.cache import content_hash
+from ragsweep.config import COMPONENT_GROUPS
+
+#: numeric knobs logged under a short name: short name -> (group, field)
+SHORT_KNOBS = {
+    "limit": ("dataset", "limit"),
+    "top_k": ("retriever", "top_k"),
+    "chunk_size": ("chunker", "size"),
+    "chunk_overlap": ("chunker", "overlap"),
+}
+#: groups whose chosen option the run name and short params do not repeat (the chunker is
+#: described by its size and overlap)
+UNNAMED_GROUPS = ("chunker",)
+
+
+def _short_params_order() -> tuple[str, ...]:
+    out: list[str] = []
+    for group in COMPONENT_GROUPS:
+        if group not in UNNAMED_GROUPS:
+            out.append(group)
+        out += [k for k, (g, _) in SHORT_KNOBS.items() if g == group]
+    return tuple(out)
+
+
+#: the short params every run logs, in the order of the config groups
+SHORT_PARAMS = _short_params_order()
+
+#: resolved-config keys that are run bookkeeping, not the system
+BOOKKEEPING_KEYS = ("hydra", "run_name", "mlflow", "cache_dir")
+#: logged params that may differ between two runs of the same system
+VOLATILE_PARAM_PREFIXES = ("run_name", "mlflow.", "cache_dir", "hydra.", "sweep.")
+SYSTEM_KEY_TAG = "ragsweep.system_key"
+SYSTEM_TAG = "ragsweep.system"
+ROLE_TAG = "ragsweep.role"
+PARENT_TAG = "mlflow.parentRunId"
+SIGNATURE_TAG = "ragsweep.sweep_signature"
+
+
+def component_name(node: Any) -> str | None:
+    """A component's short name: its ``name`` field, else its class's ``name`` attribute."""
+    if node is None or not hasattr(node, "get"):
+        return None
+    if node.get("name"):
+        return str(node.get("name"))
+    target = node.get("_target_")
+    if target:
+        from hydra.utils import get_class
+
+        return getattr(get_class(target), "name", None)
+    return None
+
+
+def system_name(cfg: DictConfig) -> str:
+    """A short run name that says what the system is: ``bm25-k4-c300o0.2-long_cot-smollm2``."""
+    r, c = cfg.retriever, cfg.chunker
+    return f"{component_name(r)}-k{r.top_k}-c{c.size}o{c.overlap}-{component_name(cfg.prompt)}-{component_name(cfg.generator)}"
+
+
+def short_params(cfg: DictConfig) -> dict[str, Any]:
+    """Short, pivotable names for the knobs users sweep (see :data:`SHORT_PARAMS`)."""
+    out: dict[str, Any] = {}
+    for name in SHORT_PARAMS:
+        if name in SHORT_KNOBS:
+            group, key = SHORT_KNOBS[name]
+            out[name] = cfg[group].get(key) if group in cfg else None
+        else:
+            out[name] = component_name(cfg[name]) if name in cfg else None
+    return out
+
+
+def system_key(resolved: Mapping[str, Any]) -> str:
+    """Identity of one system: its resolved config without run bookkeeping."""
+    ident = {k: v for k, v in resolved.items() if k not in BOOKKEEPING_KEYS}
+    return content_hash("system", ident)
+
+
+def params_key(params: Mapping[str, Any], run_name: str | None = None) -> str:
+    """A system key from a run's logged params (volatile ones aside), for runs logged without the tag."""
+    items = sorted((k, str(v)) for k, v in params.items() if not k.startswith(VOLATILE_PARAM_PREFIXES))
+    return content_hash("system-params", items or [("run_name", run_name)])
+
+
+def run_system_key(tags: Mapping[str, str], params: Mapping[str, Any], run_name: str | None = None) -> str:
+    """The system a logged run ran: its ``ragsweep.system_key`` tag, else derived from its params."""
+    return tags.get(SYSTEM_KEY_TAG) or params_key(params, run_name)
