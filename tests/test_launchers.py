@@ -275,6 +275,13 @@ def test_two_job_sweep_shares_one_server(tmp_path, launcher):
     assert proc.returncode == 0, out[-4000:]
 
     _, children = check_parent_and_children(tmp_path, 2, "top_k", {"1", "2"})
+    # the terminal: the sweep's table at the end, one row per system (and, in-process, one line per job)
+    table = out[out.index("\nsweep "):]
+    assert "system" in table and "status" in table and "recall_at_k" in table, out[-3000:]
+    for c in children:
+        assert f"{c.info.run_name}  FINISHED" in table, table
+        if launcher == "basic":
+            assert f"ragsweep: {c.info.run_name}  FINISHED" in out
     # an empty cache: each job generated its 2 answers itself, through the shared server
     assert [c.data.metrics["generator/calls"] for c in children] == [2, 2]
     check_one_shared_server(tmp_path, sweep_dir, proc.pid, n_requests=4)

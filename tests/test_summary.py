@@ -5,7 +5,7 @@ import math
 import numpy as np
 
 from ragsweep.metrics import registry
-from ragsweep.summary import RunResult, bootstrap_ci, format_line, format_summary
+from ragsweep.summary import RunResult, bootstrap_ci, format_line, format_summary, format_table
 
 
 def test_bootstrap_interval_is_seeded_and_covers_the_mean_at_about_the_nominal_rate():
@@ -38,3 +38,12 @@ def test_summary_shows_counts_intervals_and_where_the_run_is():
     assert "http://127.0.0.1:5000/#/experiments/7/runs/abc123" in text
     assert "records: /x/records.json" in text
     assert format_line(result, [name]) == "ragsweep: bm25-k4  FINISHED  summary_metric=0.667  failed=1  run abc123"
+
+
+def test_sweep_table_has_a_row_per_system_and_says_na_for_missing_values():
+    rows = [("bm25-k2", "FINISHED", {"a/f1": 0.5, "b/x": 1.0}), ("bm25-k4", "FAILED", {"a/f1": float("nan")})]
+    lines = format_table(rows, ["a/f1", "b/x", "c/never"]).splitlines()
+    assert lines[0].split() == ["system", "status", "f1", "x"]
+    assert lines[1].split() == ["bm25-k2", "FINISHED", "0.5", "1"]
+    assert lines[2].split() == ["bm25-k4", "FAILED", "n/a", "n/a"]
+    assert format_table([], ["a/f1"]) == ""

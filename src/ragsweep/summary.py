@@ -11,7 +11,6 @@ import os
 import sys
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
 QUIET_ENV = "RAGSWEEP_QUIET"
@@ -162,20 +161,15 @@ def format_line(result: RunResult, metrics_shown: Sequence[str]) -> str:
         f"  run {result.run_id}" if result.run_id else "")
 
 
-@dataclass
-class SweepTable:
-    """Rows collected from a sweep's jobs, printed at the end."""
-
-    rows: list[tuple[str, str, dict[str, float]]] = field(default_factory=list)
-
-    def format(self, metrics_shown: Sequence[str]) -> str:
-        if not self.rows:
-            return ""
-        cols = [n for n in metrics_shown if any(n in r[2] for r in self.rows)][:5]
-        width = max(len(r[0]) for r in self.rows)
-        short = [c.rsplit("/", 1)[-1][:14] for c in cols]
-        out = [f"{'system':<{width}}  {'status':<8}  " + "  ".join(f"{s:>14}" for s in short)]
-        for name, status, m in self.rows:
-            out.append(f"{name:<{width}}  {status:<8}  " + "  ".join(
-                f"{m[c]:>14.3g}" if c in m and m[c] is not None and math.isfinite(float(m[c])) else f"{'n/a':>14}" for c in cols))
-        return "\n".join(out)
+def format_table(rows: Sequence[tuple[str, str, dict[str, float]]], metrics_shown: Sequence[str]) -> str:
+    """The table a sweep prints at its end: one row per system (name, status, headline metrics)."""
+    if not rows:
+        return ""
+    cols = [n for n in metrics_shown if any(n in r[2] for r in rows)][:5]
+    width = max(len(r[0]) for r in rows)
+    short = [c.rsplit("/", 1)[-1][:14] for c in cols]
+    out = [f"{'system':<{width}}  {'status':<8}  " + "  ".join(f"{s:>14}" for s in short)]
+    for name, status, m in rows:
+        cells = [f"{m[c]:>14.3g}" if c in m and m[c] is not None and math.isfinite(float(m[c])) else f"{'n/a':>14}" for c in cols]
+        out.append(f"{name:<{width}}  {status:<8}  " + "  ".join(cells))
+    return "\n".join(out)

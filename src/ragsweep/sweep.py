@@ -220,6 +220,14 @@ class SweepCallback(Callback):
     # -- end -------------------------------------------------------------------------------
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         self._finish(None)
+        if self.tracker is not None and self.parent_run_id:
+            from ragsweep.summary import format_table
+            from ragsweep.tracking import children_rows
+
+            shown = list((config.get("summary") or {}).get("metrics") or [])
+            table = format_table(children_rows(self.tracker, self.parent_run_id), shown)
+            if table:
+                print(f"\nsweep {self.parent_run_id} in experiment {config.experiment_name!r}:\n{table}", flush=True)
 
     def _finish(self, status: str | None) -> None:
         if self._ended:

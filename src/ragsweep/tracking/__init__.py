@@ -14,6 +14,7 @@ from ragsweep.tracking.runs import (
     DEFAULT_TRACKING_URI,
     SweepRuns,
     TrackingError,
+    children_rows,
     children_status,
     client,
     experiment_runs,
@@ -28,7 +29,7 @@ from ragsweep.tracking.tracker import MAX_PARAM_LEN, Tracker, _create_sqlite_sto
 
 __all__ = [
     "DEFAULT_TRACKING_URI", "MAX_PARAM_LEN", "SHORT_PARAMS", "SYSTEM_KEY_TAG", "SweepRuns", "Tracker", "TrackingError",
-    "_create_sqlite_store", "check_store", "children_status", "client", "component_name", "experiment_runs", "finished_child", "finite", "latest_parent",
+    "_create_sqlite_store", "check_store", "children_rows", "children_status", "client", "component_name", "experiment_runs", "finished_child", "finite", "latest_parent",
     "load_sweep_runs", "log_files", "metric_name", "read_json_artifact", "resolve_tracking_uri", "run_system_key", "short_params",
     "system_key", "system_name",
 ]

@@ -117,6 +117,12 @@ def children_status(tracker: Any, parent_run_id: str) -> str:
     return "FINISHED" if done and all(s == "FINISHED" for s in done.values()) else "FAILED"
 
 
+def children_rows(tracker: Any, parent_run_id: str) -> list[tuple[str, str, dict[str, float]]]:
+    """(run name, status, metrics) of the latest child per system of a sweep, in start order."""
+    runs = _latest_per_system(list(children(tracker.client, tracker.experiment_id, parent_run_id)))
+    return [(r.info.run_name or r.info.run_id, r.info.status, dict(r.data.metrics)) for r in runs]
+
+
 def _latest_per_system(runs: list[Any]) -> list[Any]:
     """One run per system, the one that started (then ended) last; in start order."""
     latest: dict[str, Any] = {}
