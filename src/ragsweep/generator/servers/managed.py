@@ -12,7 +12,9 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import signal
 import subprocess
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -27,7 +29,14 @@ from ragsweep.generator.servers.errors import (
     ServerError,
     ServerStartupError,
 )
-from ragsweep.generator.servers.process import free_port, port_is_free, registry_dir, tail
+from ragsweep.generator.servers.process import (
+    describe_exit,
+    exit_signal,
+    free_port,
+    port_is_free,
+    registry_dir,
+    tail,
+)
 
 log = logging.getLogger(__name__)
 
@@ -106,12 +115,40 @@ class ManagedServer:
         return self._proc is not None and self._proc.poll() is None
 
     def death(self) -> str | None:
-        """Why a started server is no longer running (it died under us), else None."""
+        """Why a started server is no longer running (it died under us), else None.
+
+        The first line says how it ended (``killed by SIGSEGV (signal 11)`` or ``exit status
+        3``); then the likely cause and its fix where one is known (``crash_hint``), the path
+        of its full log, and the last lines of that log."""
         rc = self._proc.poll() if self._proc is not None and not self._stopped else None
         if rc is None:
             return None
-        how = f"killed by signal {-rc}" if rc < 0 else f"exit status {rc}"
-        return f"the {self.kind} server (pid {self._proc.pid}) died ({how}); its log: {self.log_path}"
+        return self.exit_report(rc, f"the {self.kind} server (pid {self._proc.pid}) died")
+
+    def crash_hint(self, returncode: int) -> str | None:
+        """The likely cause of this way of ending, and what to do; None when nothing useful is
+        known. Subclasses add their own (llama.cpp: a build for another CPU)."""
+        if exit_signal(returncode) == signal.SIGKILL:
+            return (
+                "likely cause: SIGKILL from outside, most often the kernel's out-of-memory killer "
+                "(see `dmesg` or `journalctl -k`); a smaller model or context needs less memory"
+            )
+        return None
+
+    def exit_report(self, returncode: int, what: str, details: Sequence[str] = (), lines: int = 20) -> str:
+        """``what`` + how the process ended, ``details``, the ``crash_hint``, the log's path and
+        its last ``lines`` lines."""
+        out = [f"{what} ({describe_exit(returncode)})", *details]
+        hint = self.crash_hint(returncode)
+        if hint:
+            out.append(hint)
+        last = tail(self.log_path, lines)
+        if last:
+            out.append(f"its full log: {self.log_path}; its last lines:")
+            out.append(textwrap.indent(last, "  | ", lambda _line: True))
+        else:
+            out.append(f"its log is empty: {self.log_path}")
+        return "\n".join(out)
 
     @property
     def base_url(self) -> str:
@@ -218,11 +255,11 @@ class ManagedServer:
             while True:
                 rc = self._proc.poll() if self._proc else None
                 if rc is not None:
-                    raise ServerStartupError(
-                        f"the {self.kind} server exited with status {rc} during startup "
-                        f"(command: {' '.join(self._proc.args)}); last lines of {self.log_path}:\n"
-                        f"{tail(self.log_path)}"
-                    )
+                    raise ServerStartupError(self.exit_report(
+                        rc, f"the {self.kind} server (pid {self._proc.pid}) ended during startup, "
+                            f"before GET {self.health_path} answered",
+                        [f"command: {' '.join(map(str, self._proc.args))}"],
+                    ))
                 try:
                     r = http.get(url)
                     if r.status_code == 200:

@@ -1,5 +1,6 @@
 """Processes under a managed server: ports, pids, process groups, the pid-file registry, the
-stop of every live server at interpreter exit and on SIGINT/SIGTERM, and how a process ended.
+stop of every live server at interpreter exit and on SIGINT/SIGTERM, and how a process ended
+(``describe_exit``: the signal by name and number, or the exit status).
 
 Every running server is written to ``<state_dir>/servers/<pid>.json`` and removed when
 stopped; ``find_orphans`` lists entries whose owner died without stopping them (SIGKILL, OOM).
@@ -69,7 +70,7 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
-def tail(path: str | os.PathLike | None, lines: int = 30) -> str:
+def tail(path: str | os.PathLike | None, lines: int = 20) -> str:
     """The last ``lines`` lines of a (log) file, "" when there is none."""
     if path is None:
         return ""
@@ -82,6 +83,37 @@ def tail(path: str | os.PathLike | None, lines: int = 30) -> str:
     except OSError:
         return ""
     return "\n".join(data.splitlines()[-lines:])
+
+
+def exit_signal(returncode: int | None) -> int | None:
+    """The signal that ended a process: ``-N`` from Popen, or a shell's ``128+N`` exit status."""
+    if returncode is None:
+        return None
+    if returncode < 0:
+        return -returncode
+    if 128 < returncode <= 128 + 64:
+        return returncode - 128
+    return None
+
+
+def signal_name(signum: int) -> str | None:
+    """``"SIGSEGV"`` for 11; None for a number that names no signal here."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return None
+
+
+def describe_exit(returncode: int) -> str:
+    """How a process ended: ``"killed by SIGSEGV (signal 11)"``, ``"exit status 3"``, or for a
+    shell's ``128+N`` status ``"exit status 139 (128+11: a process under it killed by SIGSEGV?)"``."""
+    if returncode < 0:
+        name = signal_name(-returncode)
+        return f"killed by {name} (signal {-returncode})" if name else f"killed by signal {-returncode}"
+    sig = exit_signal(returncode)
+    if sig is not None and signal_name(sig):
+        return f"exit status {returncode} (128+{sig}: a process under it killed by {signal_name(sig)}?)"
+    return f"exit status {returncode}"
 
 
 # --------------------------------------------------------------------------------------------
