@@ -264,7 +264,7 @@ def test_llamacpp_crash_names_signal_log_tail_and_rebuild(state, tmp_path, how, 
     finally:
         srv.stop()
     first = death.splitlines()[0]
-    assert first == f"the llamacpp server (pid {srv.pid}) died (killed by {how} (signal {signum}))"
+    assert first == f"the llamacpp server (pid {srv.pid}) died (killed by {how} (signal {signum})); its log: {srv.log_path}"
     assert_log_tail(death, srv)
     assert "compiled for another CPU" in death and "AVX-512" in death
     assert "python scripts/build_llama_cpp.py" in death and "ragsweep-doctor" in death
@@ -278,7 +278,7 @@ def test_llamacpp_plain_exit_has_no_cpu_hint(state, tmp_path):
         death = crash_on_request(srv)
     finally:
         srv.stop()
-    assert death.splitlines()[0].endswith("died (exit status 3)")
+    assert death.splitlines()[0].endswith(f"died (exit status 3); its log: {srv.log_path}")
     assert_log_tail(death, srv)
     assert "build_llama_cpp" not in death and "another CPU" not in death
 
@@ -303,7 +303,7 @@ def test_crash_during_startup_is_diagnosed_too(state, tmp_path):
     msg = str(err.value)
     assert msg.splitlines()[0] == (
         f"the llamacpp server (pid {srv.pid}) ended during startup, before GET /v1/models answered "
-        f"(killed by SIGILL (signal 4))"
+        f"(killed by SIGILL (signal 4)); its log: {srv.log_path}"
     )
     assert f"command: {sys.executable} " in msg
     assert_log_tail(msg, srv)

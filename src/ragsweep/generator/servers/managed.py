@@ -117,9 +117,10 @@ class ManagedServer:
     def death(self) -> str | None:
         """Why a started server is no longer running (it died under us), else None.
 
-        The first line says how it ended (``killed by SIGSEGV (signal 11)`` or ``exit status
-        3``); then the likely cause and its fix where one is known (``crash_hint``), the path
-        of its full log, and the last lines of that log."""
+        The first line is a summary: how it ended (``killed by SIGSEGV (signal 11)`` or
+        ``exit status 3``) and the path of its log (``log_path``, kept after ``stop()``). The
+        lines after it give the likely cause and its fix where one is known (``crash_hint``:
+        for llama.cpp, a build for another CPU) and the last lines of the log."""
         rc = self._proc.poll() if self._proc is not None and not self._stopped else None
         if rc is None:
             return None
@@ -136,18 +137,18 @@ class ManagedServer:
         return None
 
     def exit_report(self, returncode: int, what: str, details: Sequence[str] = (), lines: int = 20) -> str:
-        """``what`` + how the process ended, ``details``, the ``crash_hint``, the log's path and
-        its last ``lines`` lines."""
-        out = [f"{what} ({describe_exit(returncode)})", *details]
+        """One summary line (``what``, how the process ended, the log's path), then ``details``,
+        the ``crash_hint`` and the log's last ``lines`` lines."""
+        out = [f"{what} ({describe_exit(returncode)}); its log: {self.log_path}", *details]
         hint = self.crash_hint(returncode)
         if hint:
             out.append(hint)
         last = tail(self.log_path, lines)
         if last:
-            out.append(f"its full log: {self.log_path}; its last lines:")
+            out.append("last lines of its log:")
             out.append(textwrap.indent(last, "  | ", lambda _line: True))
         else:
-            out.append(f"its log is empty: {self.log_path}")
+            out.append("(its log is empty)")
         return "\n".join(out)
 
     @property
