@@ -267,7 +267,7 @@ def test_llamacpp_crash_names_signal_log_tail_and_rebuild(state, tmp_path, how, 
     assert first == f"the llamacpp server (pid {srv.pid}) died (killed by {how} (signal {signum})); its log: {srv.log_path}"
     assert_log_tail(death, srv)
     assert "compiled for another CPU" in death and "AVX-512" in death
-    assert "python scripts/build_llama_cpp.py" in death and "ragsweep-doctor" in death
+    assert "scripts/build_llama_cpp.py" in death and "ragsweep-doctor" in death
     assert srv.log_path.is_file()  # kept after stop(), for the run's artifacts
     assert srv.death() is None  # stopped: no longer "died under us"
 
@@ -307,7 +307,7 @@ def test_crash_during_startup_is_diagnosed_too(state, tmp_path):
     )
     assert f"command: {sys.executable} " in msg
     assert_log_tail(msg, srv)
-    assert "python scripts/build_llama_cpp.py" in msg and "ragsweep-doctor" in msg
+    assert "scripts/build_llama_cpp.py" in msg and "ragsweep-doctor" in msg
     assert srv.log_path.is_file() and not list((state / "servers").glob("*.json"))
 
 
@@ -321,6 +321,9 @@ def test_describe_exit():
     assert "build_llama_cpp" in llama.crash_hint(139)  # a shell wrapper's 128+SIGSEGV
     assert llama.crash_hint(-signal.SIGKILL).startswith("likely cause: SIGKILL")
     assert llama.crash_hint(1) is None and ManagedServer().crash_hint(-11) is None
+    from ragsweep.generator.servers.llamacpp import rebuild_command
+
+    assert rebuild_command() == f"cd {ROOT} && {sys.executable} scripts/build_llama_cpp.py"
 
 
 # -- the parent process's exit and signals ----------------------------------------------------------

@@ -10,7 +10,10 @@ module: the names below stay, wherever their code moves.
 ``log_path`` (kept after ``stop()``, for a run's artifacts), waits for ``GET /v1/models``, and
 stops the whole group on ``stop()``, on context-manager exit, at interpreter exit and on
 SIGINT/SIGTERM. Running servers are registered under ``<state_dir>/servers/<pid>.json``;
-``find_orphans``/``stop_orphans`` deal with those whose owner died (SIGKILL, OOM).
+``find_orphans``/``stop_orphans`` deal with those whose owner died (SIGKILL, OOM). A server that
+dies is explained by ``death()`` (and a failed start by its ``ServerStartupError``): the signal by
+name or the exit status, the log's last lines, and for a llama.cpp crash (SIGILL/SIGSEGV/SIGBUS)
+the likely cause, a build for another CPU, with the rebuild command.
 
 Each factory has ``start()``, ``stop()``, ``base_url``, ``api_key``, ``model_name``,
 ``describe()`` (safe-to-log parameters, never a secret), ``context_window`` and

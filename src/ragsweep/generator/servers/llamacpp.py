@@ -40,7 +40,7 @@ def build_record_note() -> str:
         return (f"This environment's llama-cpp-python was not installed by {BUILD_SCRIPT} "
                 f"(no {record}), so it may well be such a wheel")
     except (OSError, ValueError):
-        return f"the build record {record} is unreadable"
+        return f"The build record {record} is unreadable"
     if info.get("portable"):
         return (f"This environment's llama-cpp-python {info.get('version', '?')} was built portably "
                 f"(AVX2, no AVX-512/AMX) by {BUILD_SCRIPT}: unless this CPU lacks AVX2 (grep avx2 "
