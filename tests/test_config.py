@@ -45,3 +45,39 @@ def test_flatten_redacts_secrets_but_keeps_env_var_names():
     assert flat["generator.server.api_key_env"] == "OPENAI_API_KEY"
     assert flat["generator.auth.token"] == REDACTED
     assert flat["k"] == "1,2"
+
+
+# -- one `server` config group, used by the generator and by the LLM judge --------------------------
+def test_generator_and_judge_share_the_server_group(compose_cfg):
+    from omegaconf import OmegaConf
+
+    cfg = compose_cfg("evaluator=llm")
+    gen, judge = (OmegaConf.to_container(n) for n in (cfg.generator.server, cfg.evaluator.judge.server))
+    assert gen == judge and gen["_target_"] == "ragsweep.generator.server.LlamaCppServer"
+    validate(cfg)
+
+
+@pytest.mark.parametrize(
+    "overrides, node, expected",
+    [
+        (["generator.server.n_threads=2"], "generator.server", {"n_threads": 2, "n_ctx": 8192}),
+        (["generator=vllm", "generator.server.model=meta-llama/Llama-3.1-8B-Instruct"], "generator.server",
+         {"_target_": "ragsweep.generator.server.VLLMServer", "model": "meta-llama/Llama-3.1-8B-Instruct"}),
+        (["generator=external", "generator.server.base_url=http://my-vllm:8000/v1", "generator.server.model=M",
+          "generator.server.api_key_env=MY_KEY"], "generator.server",
+         {"_target_": "ragsweep.generator.server.ExternalServer", "base_url": "http://my-vllm:8000/v1",
+          "model": "M", "api_key_env": "MY_KEY"}),
+        (["generator=external", "generator.server.api_key_env=null"], "generator.server", {"api_key_env": None}),
+        (["evaluator=llm", "evaluator.judge.server.n_ctx=4096"], "evaluator.judge.server", {"n_ctx": 4096}),
+        (["evaluator=llm", "server@evaluator.judge.server=external", "evaluator.judge.server.model=gpt-4o"],
+         "evaluator.judge.server", {"_target_": "ragsweep.generator.server.ExternalServer", "model": "gpt-4o"}),
+        (["server@generator.server=vllm"], "generator.server", {"_target_": "ragsweep.generator.server.VLLMServer"}),
+    ],
+)
+def test_server_overrides(compose_cfg, overrides, node, expected):
+    from omegaconf import OmegaConf
+
+    cfg = compose_cfg(*overrides)
+    server = OmegaConf.to_container(OmegaConf.select(cfg, node))
+    assert {k: server[k] for k in expected} == expected
+    validate(cfg)

@@ -517,11 +517,12 @@ def test_llamacpp_server_dying_mid_run_is_named_and_fails_the_run(tmp_path):
             proc.kill()
     assert proc.returncode != 0
     line = one_error_line(err)
-    assert f"the llamacpp server (pid {entry['pid']}) died (killed by signal 9)" in line, line
+    assert f"the llamacpp server (pid {entry['pid']}) died (killed by SIGKILL (signal 9))" in line, line
     assert "generations failed" in line and entry["log_path"] in line
     _, found = mlflow_runs(tmp_path)
     assert [r.info.status for r in found] == ["FAILED"]
-    assert "died (killed by signal 9)" in found[0].data.tags["ragsweep.error"]
+    assert "died (killed by SIGKILL (signal 9))" in found[0].data.tags["ragsweep.error"]
+    assert "out-of-memory killer" in err and "last lines of its log:" in err  # the diagnosis follows
     assert found[0].data.metrics["generator/failures"] >= 1
     assert wait_gone(entry["pid"], timeout=15) and registered_servers(tmp_path / "state") == []
 

@@ -36,8 +36,6 @@ from ragsweep.generator import (  # noqa: E402
     parse_retry_after,
 )
 
-CONF = Path(__file__).resolve().parents[1] / "src" / "ragsweep" / "conf" / "generator"
-
 
 def client_for(fake: FakeOpenAIServer, **kw) -> ChatClient:
     kw.setdefault("backoff_s", 0.01)
@@ -329,28 +327,34 @@ def test_genuine_400_does_not_lower_structured_mode():
 
 
 # -- configs -------------------------------------------------------------------------------------
+def generator_cfg(compose_cfg, name: str = "llamacpp"):
+    """conf/generator/NAME.yaml as the app composes it (its server block comes from
+    conf/server/ through Hydra defaults), detached and writable like OmegaConf.load's."""
+    return OmegaConf.create(OmegaConf.to_container(compose_cfg(f"generator={name}").generator, resolve=True))
+
+
 @pytest.mark.parametrize(
     "field, value",
     [("temperature", -0.1), ("max_tokens", 0), ("concurrency", 0), ("max_retries", -1), ("timeout_s", 0), ("seed", 1.5)],
 )
-def test_generator_config_validation_names_the_field(field, value):
-    cfg = OmegaConf.to_container(OmegaConf.load(CONF / "llamacpp.yaml"))
+def test_generator_config_validation_names_the_field(compose_cfg, field, value):
+    cfg = OmegaConf.to_container(generator_cfg(compose_cfg))
     cfg[field] = value
     with pytest.raises(ValueError, match=f"generator.{field}"):
         GeneratorConfig.from_config(cfg)
 
 
-def test_generator_config_unknown_key():
-    cfg = OmegaConf.load(CONF / "llamacpp.yaml")
+def test_generator_config_unknown_key(compose_cfg):
+    cfg = generator_cfg(compose_cfg)
     cfg.temprature = 0.5
     with pytest.raises(ValueError, match="generator.temprature"):
         GeneratorConfig.from_config(cfg)
 
 
 @pytest.mark.parametrize("name, cls", [("llamacpp", LlamaCppServer), ("vllm", VLLMServer), ("external", ExternalServer)])
-def test_yaml_configs_validate_and_instantiate(name, cls, monkeypatch):
+def test_yaml_configs_validate_and_instantiate(compose_cfg, name, cls, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
-    cfg = OmegaConf.load(CONF / f"{name}.yaml")
+    cfg = generator_cfg(compose_cfg, name)
     gen = GeneratorConfig.from_config(cfg)
     server = build_server(cfg)
     assert type(server) is cls
@@ -372,9 +376,9 @@ def test_external_server_key_only_from_env(monkeypatch, caplog):
     assert ExternalServer("http://127.0.0.1:1/v1", model="m", api_key_env=None).api_key is None
 
 
-def test_build_client_uses_config_and_sends_key_from_env(tmp_path, monkeypatch, caplog):
+def test_build_client_uses_config_and_sends_key_from_env(compose_cfg, tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("RAGSWEEP_TEST_KEY", "sk-very-secret")
-    cfg = OmegaConf.load(CONF / "llamacpp.yaml")
+    cfg = generator_cfg(compose_cfg)
     with FakeOpenAIServer(script=[status(500)]) as fake:
         server = ExternalServer(fake.base_url, model="fake-model", api_key_env="RAGSWEEP_TEST_KEY").start()
         client = build_client(cfg, server, Cache(tmp_path / "c"))

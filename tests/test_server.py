@@ -95,9 +95,10 @@ def test_exit_during_startup_fails_fast_with_log_tail(state):
     cmd = lambda port: [sys.executable, "-c", "import sys; print('boom: cannot load model'); sys.exit(3)"]  # noqa: E731
     srv = ManagedServer(cmd, state_dir=state, startup_timeout_s=60)
     t0 = time.monotonic()
-    with pytest.raises(ServerStartupError, match="(?s)status 3.*boom: cannot load model"):
+    with pytest.raises(ServerStartupError, match="(?s)status 3.*boom: cannot load model") as err:
         srv.start()
     assert time.monotonic() - t0 < 10
+    assert "build_llama_cpp" not in str(err.value)
     assert not list((state / "servers").glob("*.json"))
 
 
@@ -166,6 +167,163 @@ def test_llamacpp_command_line():
     assert argv[-2:] == ["--verbose", "False"]
     assert srv.cache_identity["model_file"] == "SmolLM2-135M-Instruct.Q4_1.gguf"
     assert LlamaCppServer().n_threads == max(1, (os.cpu_count() or 2) // 2)
+
+
+# -- a server that crashes: a real child process killed by a signal ---------------------------------
+CRASHER = textwrap.dedent(
+    """
+    # a tiny OpenAI-compatible server that answers GET /v1/models, then ends as told: at startup,
+    # or on the first POST; by a signal it sends itself (SIGSEGV, SIGILL) or by an exit status
+    import os, signal, sys
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    port, how, when = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+
+    def end():
+        print(f"ggml_compute_forward: about to end by {how}", flush=True)
+        if how.startswith("SIG"):
+            os.kill(os.getpid(), getattr(signal, how))
+        sys.exit(int(how))
+
+    for i in range(40):
+        print(f"llama_model_loader: log line {i}", flush=True)
+    if when == "startup":
+        end()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b'{"object": "list", "data": [{"id": "crasher", "object": "model"}]}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self):
+            end()
+
+        def log_message(self, *args):
+            pass
+
+    HTTPServer(("127.0.0.1", port), Handler).serve_forever()
+    """
+)
+
+
+class CrashingLlamaCpp(LlamaCppServer):
+    """A LlamaCppServer (its crash diagnosis) whose process is the crasher script above."""
+
+    def __init__(self, script: Path, how: str, when: str, **kw):
+        super().__init__(**kw)
+        self.script, self.how, self.when = script, how, when
+
+    def preflight(self) -> None:  # no model file needed
+        pass
+
+    def command(self, port: int) -> list[str]:
+        return [sys.executable, str(self.script), str(port), self.how, self.when]
+
+
+def crasher(tmp_path: Path, how: str, when: str, llama: bool = True, **kw):
+    script = tmp_path / "crasher.py"
+    script.write_text(CRASHER)
+    kw.setdefault("startup_timeout_s", 20)
+    if llama:
+        return CrashingLlamaCpp(script, how, when, **kw)
+    return ManagedServer(lambda port: [sys.executable, str(script), str(port), how, when], **kw)
+
+
+def crash_on_request(srv) -> str:
+    """Send the request that makes ``srv`` end; return ``death()`` once it has."""
+    import httpx
+
+    with pytest.raises(httpx.HTTPError):
+        httpx.post(srv.base_url + "/chat/completions", json={}, timeout=10, trust_env=False)
+    deadline = time.monotonic() + 10
+    while srv.running and time.monotonic() < deadline:
+        time.sleep(0.05)
+    death = srv.death()
+    assert death is not None
+    return death
+
+
+def assert_log_tail(message: str, srv) -> None:
+    assert str(srv.log_path) in message
+    assert "ggml_compute_forward: about to end by" in message  # the log's last line
+    # the last 20 lines: 21..39 and the last one, not the whole log
+    assert "llama_model_loader: log line 39" in message and "log line 21\n" in message
+    assert "log line 20\n" not in message
+
+
+@pytest.mark.parametrize("how,signum", [("SIGSEGV", 11), ("SIGILL", 4)])
+def test_llamacpp_crash_names_signal_log_tail_and_rebuild(state, tmp_path, how, signum):
+    srv = crasher(tmp_path, how, "request", state_dir=state).start()
+    try:
+        assert srv.death() is None
+        death = crash_on_request(srv)
+    finally:
+        srv.stop()
+    first = death.splitlines()[0]
+    assert first == f"the llamacpp server (pid {srv.pid}) died (killed by {how} (signal {signum})); its log: {srv.log_path}"
+    assert_log_tail(death, srv)
+    assert "compiled for another CPU" in death and "AVX-512" in death
+    assert "scripts/build_llama_cpp.py" in death and "ragsweep-doctor" in death
+    assert srv.log_path.is_file()  # kept after stop(), for the run's artifacts
+    assert srv.death() is None  # stopped: no longer "died under us"
+
+
+def test_llamacpp_plain_exit_has_no_cpu_hint(state, tmp_path):
+    srv = crasher(tmp_path, "3", "request", state_dir=state).start()
+    try:
+        death = crash_on_request(srv)
+    finally:
+        srv.stop()
+    assert death.splitlines()[0].endswith(f"died (exit status 3); its log: {srv.log_path}")
+    assert_log_tail(death, srv)
+    assert "build_llama_cpp" not in death and "another CPU" not in death
+
+
+def test_other_managed_server_segfault_has_no_llamacpp_hint(state, tmp_path):
+    srv = crasher(tmp_path, "SIGSEGV", "request", llama=False, state_dir=state).start()
+    try:
+        death = crash_on_request(srv)
+    finally:
+        srv.stop()
+    assert "killed by SIGSEGV (signal 11)" in death.splitlines()[0]
+    assert_log_tail(death, srv)
+    assert "build_llama_cpp" not in death
+
+
+def test_crash_during_startup_is_diagnosed_too(state, tmp_path):
+    srv = crasher(tmp_path, "SIGILL", "startup", state_dir=state)
+    t0 = time.monotonic()
+    with pytest.raises(ServerStartupError) as err:
+        srv.start()
+    assert time.monotonic() - t0 < 10
+    msg = str(err.value)
+    assert msg.splitlines()[0] == (
+        f"the llamacpp server (pid {srv.pid}) ended during startup, before GET /v1/models answered "
+        f"(killed by SIGILL (signal 4)); its log: {srv.log_path}"
+    )
+    assert f"command: {sys.executable} " in msg
+    assert_log_tail(msg, srv)
+    assert "scripts/build_llama_cpp.py" in msg and "ragsweep-doctor" in msg
+    assert srv.log_path.is_file() and not list((state / "servers").glob("*.json"))
+
+
+def test_describe_exit():
+    from ragsweep.generator.servers.process import describe_exit
+
+    assert describe_exit(-11) == "killed by SIGSEGV (signal 11)"
+    assert describe_exit(3) == "exit status 3"
+    assert describe_exit(132) == "exit status 132 (128+4: a process under it killed by SIGILL?)"
+    llama = LlamaCppServer()
+    assert "build_llama_cpp" in llama.crash_hint(139)  # a shell wrapper's 128+SIGSEGV
+    assert llama.crash_hint(-signal.SIGKILL).startswith("likely cause: SIGKILL")
+    assert llama.crash_hint(1) is None and ManagedServer().crash_hint(-11) is None
+    from ragsweep.generator.servers.llamacpp import rebuild_command
+
+    assert rebuild_command() == f"cd {ROOT} && {sys.executable} scripts/build_llama_cpp.py"
 
 
 # -- the parent process's exit and signals ----------------------------------------------------------

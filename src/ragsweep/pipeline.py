@@ -234,9 +234,11 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
 
     rate = failures / max(1, len(records))
     if rate > top.max_failure_rate:
+        # death(): a summary line (how it ended, its log), then the likely cause and the log's tail
+        summary, _, details = (death or "").partition("\n")
         raise FailureRateExceeded(
-            (f"{death} during generation: " if death else "")
+            (f"{summary} during generation: " if death else "")
             + f"{failures} of {len(records)} generations failed ({rate:.0%} > max_failure_rate={top.max_failure_rate}); "
-            f"see the server log and the records artifact"
+            f"see the server log and the records artifact" + (f"\n{details}" if details else "")
         )
     return metrics, records

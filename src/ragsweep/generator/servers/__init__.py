@@ -1,0 +1,13 @@
+"""What serves the OpenAI-compatible API, one small module per responsibility:
+
+- ``process``: ports, pids, process groups, the pid-file registry (``find_orphans``,
+  ``stop_orphans``), the stop of live servers at exit and on SIGINT/SIGTERM;
+- ``managed``: ``ManagedServer``, a server process this process owns (start, health, stop,
+  and why it died);
+- ``llamacpp`` (CPU default), ``vllm`` (GPU): the managed servers Hydra builds;
+- ``external``: any OpenAI-compatible endpoint, no process;
+- ``errors``: the ``ServerError`` family.
+
+Import from ``ragsweep.generator.server``, the stable path (configs name
+``ragsweep.generator.server.LlamaCppServer`` etc. in ``_target_``); these modules may move.
+"""

@@ -1,0 +1,29 @@
+"""The errors of model servers: each a ``RagsweepError``, so the CLI prints one line."""
+
+from __future__ import annotations
+
+from ragsweep.errors import ServerError as _UserServerError
+
+
+class ServerError(_UserServerError, RuntimeError):
+    """A model server could not be started or used (a RagsweepError: the CLI prints one line)."""
+
+
+class PortInUseError(ServerError):
+    pass
+
+
+class ExecutableNotFoundError(ServerError):
+    pass
+
+
+class ServerStartupError(ServerError):
+    pass
+
+
+class MissingAPIKeyError(ServerError):
+    pass
+
+
+class ModelFileNotFoundError(ServerError, FileNotFoundError):
+    pass

