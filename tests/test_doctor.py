@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from ragsweep import doctor
-from ragsweep.signals import describe_exit
 
 AMX_BUILD = "CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | AVX512 = 1 | AMX_INT8 = 1 | LLAMAFILE = 1 | OPENMP = 1 |"
 EPYC_FLAGS = "processor\t: 0\nflags\t\t: fpu sse2 pni ssse3 fma avx f16c avx2 bmi2\n"
@@ -24,12 +23,6 @@ def test_a_build_for_another_cpu_is_named_feature_by_feature():
     flags = doctor.cpu_flags(EPYC_FLAGS)
     assert doctor.unsupported(doctor.compiled_features(AMX_BUILD), flags) == ["AMX_INT8", "AVX512"]
     assert doctor.unsupported(doctor.PORTABLE, flags) == []
-
-
-def test_exit_descriptions_name_the_signal():
-    assert describe_exit(-11) == "was killed by SIGSEGV (signal 11)"
-    assert describe_exit(-4) == "was killed by SIGILL (signal 4)"
-    assert describe_exit(2) == "exited with status 2"
 
 
 def test_installed_llama_cpp_is_the_portable_build():

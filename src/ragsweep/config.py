@@ -33,11 +33,23 @@ def _is_global(yaml: Path) -> bool:
         return any(line.strip().replace(" ", "") == "#@package_global_" for line, _ in zip(fh, range(5)))
 
 
+def _nested_groups(conf_dir: Path) -> set[str]:
+    """Groups other options pull in under their own key (``- /server@server: llamacpp`` in
+    generator/*.yaml): parts of a component, not components of the run."""
+    found: set[str] = set()
+    for yaml in conf_dir.rglob("*.yaml"):
+        found |= set(re.findall(r"^\s*-\s*/(\w+)@", yaml.read_text(encoding="utf-8"), re.M))
+    return found
+
+
 def config_groups(conf_dir: Path = CONF_DIR) -> tuple[str, ...]:
     """The component groups: every folder of ``conf/`` holding option YAMLs, ``_global_`` ones
-    (experiment/) aside, in the order of ``config.yaml``'s defaults, then alphabetically. A new
-    group is a new folder; nothing here to edit."""
+    (experiment/) and groups only pulled in under another component's key (server/) aside, in
+    the order of ``config.yaml``'s defaults, then alphabetically. A new group is a new folder;
+    nothing here to edit."""
+    nested = _nested_groups(conf_dir) - set(default_groups(conf_dir))
     found = [d.name for d in sorted(conf_dir.iterdir()) if d.is_dir() and not d.name.startswith(("_", "."))
+             and d.name not in nested
              and any(True for _ in d.glob("*.yaml")) and not all(_is_global(y) for y in d.glob("*.yaml"))]
     order = default_groups(conf_dir)
     return tuple(sorted(found, key=lambda g: (order.index(g) if g in order else len(order), g)))

@@ -83,10 +83,10 @@ def llama_system_info(timeout: float = 60) -> tuple[str | None, str]:
     except subprocess.TimeoutExpired:
         return None, f"importing llama_cpp took over {timeout:g}s"
     if proc.returncode != 0:
-        from ragsweep.signals import describe_exit
+        from ragsweep.generator.servers.process import describe_exit
 
         tail = "\n".join(proc.stderr.strip().splitlines()[-3:])
-        return None, f"importing llama_cpp {describe_exit(proc.returncode)}" + (f": {tail}" if tail else "")
+        return None, f"importing llama_cpp failed ({describe_exit(proc.returncode)})" + (f": {tail}" if tail else "")
     return proc.stdout, ""
 
 

@@ -67,13 +67,3 @@ class TermAsInterrupt:
         for sig, prev in self.prev.items():
             signal.signal(sig, prev)  # type: ignore[arg-type]
 
-
-def describe_exit(returncode: int) -> str:
-    """How a child process ended, for people: ``killed by SIGSEGV (signal 11)``, ``exited with status 2``."""
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = "an unknown signal"
-        return f"was killed by {name} (signal {-returncode})"
-    return f"exited with status {returncode}"

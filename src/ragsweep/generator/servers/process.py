@@ -152,6 +152,9 @@ def stop_all() -> None:
 
 
 def _on_signal(signum: int, frame: Any) -> None:
+    from ragsweep import signals
+
+    signals.mark(signum)  # before the servers stop: the requests they fail are the interrupt's doing
     stop_all()
     prev = _PREVIOUS.get(signum, signal.SIG_DFL)
     if callable(prev):
