@@ -93,3 +93,31 @@ def test_fetch_computes_each_distinct_miss_once_and_counts_per_stage(tmp_path):
     assert cache.get_many("t", ["kx"]) == {}
     # no cache: everything computed, nothing stored
     assert fetch(None, "s", {"q": "kq"}, lambda items: {"q": 1}) == {"q": 1}
+
+
+def test_fetch_keep_refuses_a_stored_value_as_a_miss_and_replaces_it(tmp_path):
+    cache = Cache(tmp_path)
+    cache.fetch("r", {"q": "kq"}, lambda items: {"q": {"depth": 5}})
+    deep_enough = lambda v: v["depth"] >= 10  # noqa: E731
+    out = cache.fetch("r", {"q": "kq"}, lambda items: {"q": {"depth": 10}}, keep=deep_enough)
+    assert out == {"q": {"depth": 10}}
+    assert cache.stats["r/hits"] == 0 and cache.stats["r/misses"] == 2
+    assert cache.get_many("r", ["kq"]) == {"kq": {"depth": 10}}  # the deeper value replaced it
+
+
+def test_afetch_is_fetch_for_async_compute(tmp_path):
+    import asyncio
+
+    from ragsweep.cache import afetch
+
+    cache = Cache(tmp_path)
+
+    async def compute(items):
+        await asyncio.sleep(0)
+        return {t: (t * 2 if t != "bad" else None) for t in items}
+
+    keys = {t: Cache.key("a", t) for t in ("x", "y", "bad")}
+    ok = lambda v: v is not None  # noqa: E731
+    assert asyncio.run(afetch(cache, "a", keys, compute, keep=ok)) == {"x": "xx", "y": "yy", "bad": None}
+    assert asyncio.run(cache.afetch("a", keys, compute, keep=ok))["x"] == "xx"
+    assert cache.stats["a/hits"] == 2 and cache.stats["a/misses"] == 4  # "bad" was never stored
