@@ -122,6 +122,11 @@ def fetch(
     return job.result()
 
 
+def fetch_one(cache: "Cache | None", stage: str, key: str, compute: Callable[[], Any]) -> Any:
+    """:func:`fetch` for one value: the stored one, or ``compute()`` stored."""
+    return fetch(cache, stage, {key: key}, lambda missing: {key: compute()})[key]
+
+
 async def afetch(cache: "Cache | None", stage: str, keys: Mapping[T, str],
                  compute: Callable[[list[T]], Awaitable[Mapping[T, Any]]], *,
                  block: int | None = None, keep: Callable[[Any], bool] | None = None) -> dict[T, Any]:
@@ -243,7 +248,7 @@ class Cache:
         self._retrying(write)
 
     def get_or_compute(self, stage: str, key: str, fn: Callable[[], Any]) -> Any:
-        return fetch(self, stage, {key: key}, lambda missing: {key: fn()})[key]
+        return fetch_one(self, stage, key, fn)
 
     # the one seam, as methods: ``cache.fetch(stage, keys, compute)`` is ``fetch(cache, stage, ...)``
     fetch = fetch

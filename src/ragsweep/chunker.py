@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
 from ragsweep.embeddings import minilm_path
-from ragsweep.cache import MISSING, content_hash
+from ragsweep.cache import Cache, content_hash, fetch_one
 from ragsweep.retriever.base import build_config
 from ragsweep.types import Chunk, Document
 
@@ -117,16 +117,8 @@ class TokenChunker:
     def chunk(self, documents: Sequence[Document], cache: Any = None) -> list[Chunk]:
         """Chunks of every document, in document order; cached by config and document content."""
         documents = list(documents)
-        key = None
-        if cache is not None:
-            key = cache.key("chunks", asdict(self.config), content_hash([(d.doc_id, d.text) for d in documents]))
-            found = cache.get("chunks", key)
-            if found is not MISSING:
-                return found
-        chunks = self._chunk_all(documents)
-        if cache is not None:
-            cache.put("chunks", key, chunks)
-        return chunks
+        key = Cache.key("chunks", asdict(self.config), content_hash([(d.doc_id, d.text) for d in documents]))
+        return fetch_one(cache, "chunks", key, lambda: self._chunk_all(documents))
 
     def token_offsets(self, texts: Sequence[str]) -> list[list[tuple[int, int]]]:
         """Character offsets of every token of every text (no special tokens, no truncation)."""

@@ -211,5 +211,5 @@ class BM25Retriever(Retriever):
             return np.zeros(self._n)
         return np.asarray(self._model.get_scores_from_ids(ids), dtype=np.float64)
 
-    def _search(self, texts: list[str], k: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    def _search(self, texts: list[str], k: int, cache: Any) -> list[tuple[np.ndarray, np.ndarray]]:
         return [rank_top_k(self.scores(t), k) for t in texts]

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ragsweep.cache import MISSING
+from ragsweep.cache import Cache, fetch_one
 from ragsweep.retriever.base import Retriever, RetrieverConfig, rank_top_k
 from ragsweep.types import Chunk
 
@@ -65,17 +65,10 @@ class TfidfRetriever(Retriever):
 
     def _build(self, chunks: list[Chunk], cache: Any) -> None:
         self._n = len(chunks)
-        if cache is None:
-            self._vectorizer, self._matrix = self._fit(chunks)
-            return
-        key = cache.key("index", self.cache_config(), self.fingerprint)
-        found = cache.get("index", key)
-        if found is MISSING:
-            found = self._fit(chunks)
-            cache.put("index", key, found)
-        self._vectorizer, self._matrix = found
+        key = Cache.key("index", self.cache_config(), self.fingerprint)
+        self._vectorizer, self._matrix = fetch_one(cache, "index", key, lambda: self._fit(chunks))
 
-    def _search(self, texts: list[str], k: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    def _search(self, texts: list[str], k: int, cache: Any) -> list[tuple[np.ndarray, np.ndarray]]:
         if self._vectorizer is None:
             return [rank_top_k(np.zeros(self._n), k) for _ in texts]
         out = []
