@@ -42,8 +42,8 @@ def build_config(schema: type, kwargs: dict[str, Any], prefix: str) -> Any:
     if unknown:
         key = unknown[0]
         close = difflib.get_close_matches(key, names, n=1)
-        hint = f"; did you mean {prefix}.{close[0]}?" if close else ""
-        raise ValueError(f"{prefix}.{key}: unknown field{hint} valid fields are: {', '.join(names)}")
+        hint = f" (did you mean {prefix}.{close[0]}?)" if close else ""
+        raise ValueError(f"{prefix}.{key}: unknown field{hint}; valid fields are: {', '.join(names)}")
     return schema(**kwargs)
 
 
