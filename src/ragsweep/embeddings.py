@@ -84,12 +84,13 @@ def embed_texts(
     encode: Callable[[list[str]], Any],
     cache: Any = None,
     desc: str = "embedding",
+    batch_size: int = 64,
 ) -> tuple[dict[str, np.ndarray], int]:
     """Raw float32 vector of every distinct text, and how many were encoded (not cached).
 
-    ``encode(texts) -> array`` is called only for texts not in the cache, ``STORE_EVERY`` at a
-    time (sorted by length within a block: similar lengths batch with less padding), so the model
-    behind it needs loading only when something is missing.
+    ``encode(texts) -> array`` is called only for texts not in the cache, ``batch_size`` at a
+    time (sorted by length within each block of ``STORE_EVERY``: similar lengths batch with less
+    padding), so the model behind it needs loading only when something is missing.
     """
     keys = {t: Cache.key("embeddings", model_key, t) for t in dict.fromkeys(texts)}
     encoded = 0
@@ -102,10 +103,13 @@ def embed_texts(
 
             bar = tqdm(desc=desc, unit="text", disable=len(todo) < PROGRESS_MIN_TEXTS)
         todo = sorted(todo, key=len)
-        vecs = np.asarray(encode(todo), dtype=np.float32)
+        out: dict[str, np.ndarray] = {}
+        for i in range(0, len(todo), batch_size):
+            part = todo[i : i + batch_size]
+            out.update(zip(part, np.asarray(encode(part), dtype=np.float32)))
+            bar.update(len(part))
         encoded += len(todo)
-        bar.update(len(todo))
-        return dict(zip(todo, vecs))
+        return out
 
     try:
         found = fetch(cache, "embeddings", keys, compute, block=STORE_EVERY)

@@ -99,7 +99,7 @@ class DenseRetriever(Retriever):
         def encode(todo: list[str]) -> np.ndarray:
             return self.load_model().encode(todo, batch_size=bs, convert_to_numpy=True, show_progress_bar=False)
 
-        vecs, encoded = embed_texts(texts, self.model_key, encode, cache, desc)
+        vecs, encoded = embed_texts(texts, self.model_key, encode, cache, desc, bs)
         self.stats["texts_encoded"] += encoded
         self.stats["texts_cached"] += len(vecs) - encoded
         if not texts:
