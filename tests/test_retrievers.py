@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,7 +12,6 @@ from ragsweep.retriever.bm25 import BM25Retriever, tokenize
 from ragsweep.retriever.tfidf import TfidfRetriever
 from ragsweep.types import Chunk, Query
 
-CONF = Path(__file__).resolve().parents[1] / "src" / "ragsweep" / "conf"
 
 TEXTS = [
     "The Eiffel Tower is a wrought-iron lattice tower in Paris, France, completed in 1889.",
@@ -166,19 +164,6 @@ def test_second_search_is_a_cache_hit_and_sliced(cls, kwargs, tmp_path):
     other.index(chunks[:-1], cache=cache)
     other.search(queries[:3], k=4, cache=cache)
     assert other.stats["queries_computed"] == 3
-
-
-@pytest.mark.parametrize("name", ["tfidf", "bm25", "dense"])
-def test_yaml_instantiates(name):
-    from hydra.utils import instantiate
-    from omegaconf import OmegaConf
-
-    cfg = OmegaConf.load(CONF / "retriever" / f"{name}.yaml")
-    retriever = instantiate(cfg)
-    assert retriever.name == name
-    assert retriever.top_k == 4
-    merged = OmegaConf.merge(OmegaConf.structured(type(retriever).Config), {k: v for k, v in cfg.items() if k != "_target_"})
-    assert OmegaConf.to_object(merged) == retriever.config
 
 
 def test_empty_vocabulary_and_empty_query():

@@ -7,7 +7,8 @@ text = title + " " + abstract (BEIR's convention). nDCG@10 with the qrels' grade
 documents. Reference: Anserini BM25 flat on the *test* split, nDCG@10 0.679, R@100 0.925
 (published, not rerun; a different query set).
 
-``--retrievers`` picks which to run (default: tfidf, bm25 with both backends, dense MiniLM).
+``--retrievers`` picks which to run (default: tfidf, bm25 with both backends, dense MiniLM, and
+hybrid BM25 + dense fused by RRF and by weighted scores at weight 0.5, both at their defaults).
 ``--checker`` is accepted for a uniform command line and ignored.
 """
 
@@ -29,6 +30,10 @@ RETRIEVERS = {
     "bm25:rank_bm25": ("ragsweep.retriever.bm25", "BM25Retriever", {"backend": "rank_bm25"}),
     "bm25:bm25s": ("ragsweep.retriever.bm25", "BM25Retriever", {"backend": "bm25s"}),
     "dense": ("ragsweep.retriever.dense", "DenseRetriever", {"model": "minilm", "device": "cpu"}),
+    # the YAML defaults (not tuned here): RRF with rrf_k 60, and weighted fusion at weight 0.5
+    "hybrid:rrf": ("ragsweep.retriever.hybrid", "HybridRetriever", {"dense": {"model": "minilm", "device": "cpu"}}),
+    "hybrid:weighted-0.5": ("ragsweep.retriever.hybrid", "HybridRetriever",
+                            {"fusion": "weighted", "weight": 0.5, "dense": {"model": "minilm", "device": "cpu"}}),
 }
 
 

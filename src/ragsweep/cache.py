@@ -24,7 +24,7 @@ import uuid
 from collections import Counter
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, TypeVar
+from typing import Any, Awaitable, Callable, Generic, Iterable, Iterator, Mapping, TypeVar
 
 MISSING = object()
 T = TypeVar("T")
@@ -67,6 +67,74 @@ def content_hash(*parts: Any) -> str:
     """Stable sha256 over plain data (dicts, lists, dataclasses, scalars)."""
     payload = json.dumps(_canonical(list(parts)), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+class _Fetch(Generic[T]):
+    """One pass of the seam: read the stored values, hand out the misses, store what comes back."""
+
+    def __init__(self, cache: "Cache | None", stage: str, keys: Mapping[T, str], keep: Callable[[Any], bool] | None):
+        self.cache, self.stage, self.keys, self.keep = cache, stage, keys, keep
+        by_key: dict[str, T] = {}
+        for item, key in keys.items():
+            by_key.setdefault(key, item)
+        self.found = cache.get_many(stage, by_key, accept=keep) if cache is not None else {}
+        self.missing = [item for key, item in by_key.items() if key not in self.found]
+
+    def blocks(self, block: int | None) -> Iterator[list[T]]:
+        size = block or max(1, len(self.missing))
+        return (self.missing[i : i + size] for i in range(0, len(self.missing), size))
+
+    def store(self, new: Mapping[T, Any]) -> None:
+        fresh = {self.keys[item]: value for item, value in new.items()}
+        self.found.update(fresh)
+        if self.cache is not None:
+            keep = self.keep
+            self.cache.put_many(self.stage, {k: v for k, v in fresh.items() if keep is None or keep(v)})
+
+    def result(self) -> dict[T, Any]:
+        return {item: self.found[key] for item, key in self.keys.items() if key in self.found}
+
+
+def fetch(
+    cache: "Cache | None",
+    stage: str,
+    keys: Mapping[T, str],
+    compute: Callable[[list[T]], Mapping[T, Any]],
+    *,
+    block: int | None = None,
+    keep: Callable[[Any], bool] | None = None,
+) -> dict[T, Any]:
+    """The one cache seam every stage goes through: keys in, values out.
+
+    ``keys`` maps each item (a text, a request, a query id ...) to its cache key. Stored values
+    are read in one batch (a hit or miss is counted per distinct key under ``stage``); the
+    missing items are computed once per distinct key by ``compute(items) -> {item: value}``
+    and stored. ``block``: compute and store the misses that many at a time, so a killed job
+    keeps every finished block. ``keep(value)``: store only values it accepts (a failed model
+    call is returned but never stored), and use a stored value only when it accepts it (a
+    refused stored value counts as a miss: it is computed again and replaced). Items that
+    ``compute`` leaves out of its result are left out of the answer. ``cache`` may be None:
+    everything is computed, nothing stored.
+    """
+    job = _Fetch(cache, stage, keys, keep)
+    for part in job.blocks(block):
+        job.store(compute(part))
+    return job.result()
+
+
+def fetch_one(cache: "Cache | None", stage: str, key: str, compute: Callable[[], Any]) -> Any:
+    """:func:`fetch` for one value: the stored one, or ``compute()`` stored."""
+    return fetch(cache, stage, {key: key}, lambda missing: {key: compute()})[key]
+
+
+async def afetch(cache: "Cache | None", stage: str, keys: Mapping[T, str],
+                 compute: Callable[[list[T]], Awaitable[Mapping[T, Any]]], *,
+                 block: int | None = None, keep: Callable[[Any], bool] | None = None) -> dict[T, Any]:
+    """:func:`fetch` for async code: ``compute`` is awaited (same keys, counts and storing)."""
+    job = _Fetch(cache, stage, keys, keep)
+    for part in job.blocks(block):
+        job.store(await compute(part))
+    return job.result()
 
 
 class Cache:
@@ -137,8 +205,12 @@ class Cache:
             self.stats[f"{stage}/hits"] += 1
         return pickle.loads(row[0])
 
-    def get_many(self, stage: str, keys: Iterable[str]) -> dict[str, Any]:
-        """Values found for ``keys`` (missing keys absent); counts a hit or miss per key."""
+    def get_many(self, stage: str, keys: Iterable[str], accept: Callable[[Any], bool] | None = None) -> dict[str, Any]:
+        """Values found for ``keys`` (missing keys absent); counts a hit or miss per key.
+
+        ``accept(value)``: a stored value it refuses (e.g. a ranking stored shallower than now
+        asked for) is left out and counted as a miss.
+        """
         keys = list(dict.fromkeys(keys))
         found: dict[str, Any] = {}
         if self.enabled:
@@ -149,6 +221,8 @@ class Cache:
                     lambda con: con.execute(f"SELECT key, value FROM kv WHERE key IN ({marks})", batch).fetchall()
                 )
                 found.update({k: pickle.loads(v) for k, v in rows})
+        if accept is not None:
+            found = {k: v for k, v in found.items() if accept(v)}
         self.stats[f"{stage}/hits"] += len(found)
         self.stats[f"{stage}/misses"] += len(keys) - len(found)
         return found
@@ -174,19 +248,11 @@ class Cache:
         self._retrying(write)
 
     def get_or_compute(self, stage: str, key: str, fn: Callable[[], Any]) -> Any:
-        return fetch(self, stage, {key: key}, lambda missing: {key: fn()})[key]
+        return fetch_one(self, stage, key, fn)
 
-    def fetch(
-        self,
-        stage: str,
-        keys: Mapping[T, str],
-        compute: Callable[[list[T]], Mapping[T, Any]],
-        *,
-        block: int | None = None,
-        keep: Callable[[Any], bool] | None = None,
-    ) -> dict[T, Any]:
-        """The one cache seam; see the module-level :func:`fetch`."""
-        return fetch(self, stage, keys, compute, block=block, keep=keep)
+    # the one seam, as methods: ``cache.fetch(stage, keys, compute)`` is ``fetch(cache, stage, ...)``
+    fetch = fetch
+    afetch = afetch
 
     # -- directories for persisted artifacts -------------------------------------------------
     def blob_dir(self, stage: str, key: str, writer: Callable[[Path], None]) -> Path:
@@ -224,38 +290,3 @@ class Cache:
         if stage is None:
             return self._retrying(lambda con: con.execute("SELECT COUNT(*) FROM kv").fetchone()[0])
         return self._retrying(lambda con: con.execute("SELECT COUNT(*) FROM kv WHERE stage=?", (stage,)).fetchone()[0])
-
-
-def fetch(
-    cache: "Cache | None",
-    stage: str,
-    keys: Mapping[T, str],
-    compute: Callable[[list[T]], Mapping[T, Any]],
-    *,
-    block: int | None = None,
-    keep: Callable[[Any], bool] | None = None,
-) -> dict[T, Any]:
-    """The one cache seam every stage goes through: keys in, values out.
-
-    ``keys`` maps each item (a text, a request, a query id ...) to its cache key. Stored values
-    are read in one batch (a hit or miss is counted per distinct key under ``stage``); the
-    missing items are computed once per distinct key by ``compute(items) -> {item: value}``
-    and stored. ``block``: compute and store the misses that many at a time, so a killed job
-    keeps every finished block. ``keep(value)``: store only values it accepts (a failed model
-    call is returned but never stored). Items that ``compute`` leaves out of its result are
-    left out of the answer. ``cache`` may be None: everything is computed, nothing stored.
-    """
-    by_key: dict[str, T] = {}
-    for item, key in keys.items():
-        by_key.setdefault(key, item)
-    found = cache.get_many(stage, by_key) if cache is not None else {}
-    missing = [item for key, item in by_key.items() if key not in found]
-    size = block or max(1, len(missing))
-    for i in range(0, len(missing), size):
-        part = missing[i : i + size]
-        new = compute(part)
-        fresh = {keys[item]: value for item, value in new.items()}
-        found.update(fresh)
-        if cache is not None:
-            cache.put_many(stage, {k: v for k, v in fresh.items() if keep is None or keep(v)})
-    return {item: found[key] for item, key in keys.items() if key in found}

@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
-from ragsweep.embeddings import minilm_path
-from ragsweep.cache import MISSING, content_hash
+from ragsweep.embeddings import resolve_model
+from ragsweep.cache import Cache, content_hash, fetch_one
 from ragsweep.retriever.base import build_config
 from ragsweep.types import Chunk, Document
 
@@ -37,18 +36,8 @@ def load_tokenizer(name: str) -> Any:
     """A fast tokenizer by short name (``minilm``), hub name or local path."""
     from transformers import AutoTokenizer
 
-    path = minilm_path() if name == "minilm" else name
-    prev = os.environ.get("HF_HUB_OFFLINE")
-    if name == "minilm":
-        os.environ["HF_HUB_OFFLINE"] = "1"
-    try:
+    with resolve_model(name) as path:
         tok = AutoTokenizer.from_pretrained(path)
-    finally:
-        if name == "minilm":
-            if prev is None:
-                os.environ.pop("HF_HUB_OFFLINE", None)
-            else:
-                os.environ["HF_HUB_OFFLINE"] = prev
     if not getattr(tok, "is_fast", False):
         raise ValueError(f"chunker.tokenizer ({name!r}) is not a fast tokenizer: offsets need a fast (Rust) tokenizer")
     return tok
@@ -117,16 +106,8 @@ class TokenChunker:
     def chunk(self, documents: Sequence[Document], cache: Any = None) -> list[Chunk]:
         """Chunks of every document, in document order; cached by config and document content."""
         documents = list(documents)
-        key = None
-        if cache is not None:
-            key = cache.key("chunks", asdict(self.config), content_hash([(d.doc_id, d.text) for d in documents]))
-            found = cache.get("chunks", key)
-            if found is not MISSING:
-                return found
-        chunks = self._chunk_all(documents)
-        if cache is not None:
-            cache.put("chunks", key, chunks)
-        return chunks
+        key = Cache.key("chunks", asdict(self.config), content_hash([(d.doc_id, d.text) for d in documents]))
+        return fetch_one(cache, "chunks", key, lambda: self._chunk_all(documents))
 
     def token_offsets(self, texts: Sequence[str]) -> list[list[tuple[int, int]]]:
         """Character offsets of every token of every text (no special tokens, no truncation)."""

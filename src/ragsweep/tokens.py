@@ -51,9 +51,16 @@ def hf_counter(name: str) -> Callable[[str], int]:
 
 
 def counter_for(server: object) -> Callable[[str], int]:
-    """The best token counter for a server object (LlamaCppServer, VLLMServer, external)."""
+    """The best token counter for a server, chosen by what its config names, not by its kind.
+
+    A server whose config names a model file (``generator.server.model_path``: a ``.gguf``, or
+    a short name its resolver knows, e.g. ``smollm2``) is counted with that file's vocabulary;
+    one that names Hugging Face weights it serves itself (``generator.server.model``) with
+    that model's tokenizer; any other (an external endpoint: only a remote model name) is
+    estimated.
+    """
     model_path = getattr(server, "resolved_model_path", None) or getattr(server, "model_path", None)
-    if model_path and str(model_path).endswith(".gguf") or getattr(server, "kind", None) == "llamacpp":
+    if model_path:
         try:
             from ragsweep.generator.server import resolve_model_path
 
@@ -62,6 +69,6 @@ def counter_for(server: object) -> Callable[[str], int]:
             log.warning("cannot load the GGUF vocabulary (%s); estimating prompt tokens", exc)
             return estimate
     model = getattr(server, "model", None)
-    if model and getattr(server, "kind", None) == "vllm":
-        return hf_counter(str(model))
+    if isinstance(model, str) and model:
+        return hf_counter(model)
     return estimate

@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Mapping, Sequence
 from urllib.parse import urlsplit
 
-from ragsweep.cache import MISSING, Cache
+from ragsweep.cache import Cache, afetch
 
 log = logging.getLogger(__name__)
 
@@ -479,12 +479,6 @@ class ChatClient:
         return ChatResult(text=None, error=error, seconds=seconds)
 
     # -- cache -------------------------------------------------------------------------------
-    def _cached(self, key: str) -> ChatResult | None:
-        if self.cache is None:
-            return None
-        hit = self.cache.get(self.cache_namespace, key)
-        return None if hit is MISSING else self._from_cache(hit)
-
     @staticmethod
     def _from_cache(value: Mapping[str, Any]) -> ChatResult:
         return ChatResult(
@@ -496,32 +490,22 @@ class ChatClient:
             cached=True,
         )
 
-    def _store(self, key: str, result: ChatResult) -> None:
-        if self.cache is None or not result.ok:
-            return
-        self.cache.put(
-            self.cache_namespace,
-            key,
-            {
-                "text": result.text,
-                "prompt_tokens": result.prompt_tokens,
-                "completion_tokens": result.completion_tokens,
-                "seconds": result.seconds,
-                "finish_reason": result.finish_reason,
-            },
-        )
+    @staticmethod
+    def _to_cache(result: ChatResult) -> dict[str, Any] | None:
+        """What is stored for a result; None for a failure (never stored)."""
+        if not result.ok:
+            return None
+        return {
+            "text": result.text,
+            "prompt_tokens": result.prompt_tokens,
+            "completion_tokens": result.completion_tokens,
+            "seconds": result.seconds,
+            "finish_reason": result.finish_reason,
+        }
 
     # -- public API --------------------------------------------------------------------------
     async def achat(self, req: ChatRequest) -> ChatResult:
-        self._count(requests=1)
-        key = self.cache_key(req)
-        hit = self._cached(key)
-        if hit is not None:
-            self._count(cache_hits=1)
-            return hit
-        result = await self._call(req, key)
-        self._store(key, result)
-        return result
+        return (await self._many([req], desc=None))[0]
 
     def chat(self, req: ChatRequest) -> ChatResult:
         """One request from sync code (no progress bar)."""
@@ -552,34 +536,46 @@ class ChatClient:
     async def achat_many(self, reqs: Sequence[ChatRequest], desc: str = "generating") -> list[ChatResult]:
         return await self._many(list(reqs), desc)
 
-    async def _many(self, reqs: list[ChatRequest], desc: str) -> list[ChatResult]:
-        from tqdm.auto import tqdm
-
-        keys = [self.cache_key(r) for r in reqs]
+    async def _many(self, reqs: list[ChatRequest], desc: str | None) -> list[ChatResult]:
+        """Results in input order through the cache seam; ``desc``: the progress bar's (None: no bar)."""
         self._count(requests=len(reqs))
-        results: list[ChatResult | None] = [None] * len(reqs)
-        found = self.cache.get_many(self.cache_namespace, keys) if self.cache is not None else {}
-        todo: dict[str, list[int]] = {}
-        for i, k in enumerate(keys):
-            if k in found:
-                results[i] = self._from_cache(found[k])
-            else:
-                todo.setdefault(k, []).append(i)
-        hits = len(reqs) - sum(len(v) for v in todo.values())
-        self._count(cache_hits=hits, deduplicated=sum(len(v) - 1 for v in todo.values()))
-        disable = None if self.progress is None else not self.progress
-        with tqdm(total=len(reqs), initial=hits, desc=desc, unit="req", disable=disable, leave=False) as bar:
+        keys = {i: self.cache_key(r) for i, r in enumerate(reqs)}
+        fresh: dict[str, ChatResult] = {}  # results of the requests sent now, by key
+        bar: Any = None
 
+        async def compute(todo: list[int]) -> dict[int, dict[str, Any] | None]:
+            nonlocal bar
+            if desc is not None:
+                from tqdm.auto import tqdm
+
+                disable = None if self.progress is None else not self.progress
+                bar = tqdm(total=len(todo), desc=desc, unit="req", disable=disable, leave=False)
             t0, made = time.perf_counter(), [0]
 
-            async def one(key: str, idx: list[int]) -> None:
-                res = await self._call(reqs[idx[0]], key)
-                self._store(key, res)
-                for n, i in enumerate(idx):
-                    results[i] = res if n == 0 else replace(res)
-                made[0] += res.completion_tokens
-                bar.set_postfix_str(f"{made[0] / max(1e-9, time.perf_counter() - t0):.1f} tokens/s", refresh=False)
-                bar.update(len(idx))
+            async def one(i: int) -> tuple[int, dict[str, Any] | None]:
+                res = fresh[keys[i]] = await self._call(reqs[i], keys[i])
+                if bar is not None:
+                    made[0] += res.completion_tokens
+                    bar.set_postfix_str(f"{made[0] / max(1e-9, time.perf_counter() - t0):.1f} tokens/s", refresh=False)
+                    bar.update(1)
+                return i, self._to_cache(res)
 
-            await asyncio.gather(*(one(k, idx) for k, idx in todo.items()))
-        return results  # type: ignore[return-value]
+            return dict(await asyncio.gather(*(one(i) for i in todo)))
+
+        try:
+            stored = await afetch(self.cache, self.cache_namespace, keys, compute, keep=lambda v: v is not None)
+        finally:
+            if bar is not None:
+                bar.close()
+        results: list[ChatResult] = []
+        answered: set[str] = set()
+        for i in range(len(reqs)):
+            key = keys[i]
+            if key not in fresh:
+                results.append(self._from_cache(stored[i]))
+                continue
+            results.append(fresh[key] if key not in answered else replace(fresh[key]))
+            answered.add(key)
+        sent = sum(1 for i in keys if keys[i] in fresh)
+        self._count(cache_hits=len(reqs) - sent, deduplicated=sent - len(fresh))
+        return results

@@ -14,7 +14,7 @@ the same for all of them:
   slices of it; a request deeper than what was stored is recomputed and re-stored.
 
 A subclass sets ``name`` and ``Config`` (a dataclass with ``top_k``) and implements
-``_build(chunks, cache)`` and ``_search(texts, k) -> list[(chunk_indices, scores)]``.
+``_build(chunks, cache)`` and ``_search(texts, k, cache) -> list[(chunk_indices, scores)]``.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ragsweep.cache import Cache, fetch
 from ragsweep.types import Chunk, Hit, Query
 
 SCORE_DECIMALS = 9
@@ -41,9 +42,15 @@ def build_config(schema: type, kwargs: dict[str, Any], prefix: str) -> Any:
     if unknown:
         key = unknown[0]
         close = difflib.get_close_matches(key, names, n=1)
-        hint = f"; did you mean {prefix}.{close[0]}?" if close else ""
-        raise ValueError(f"{prefix}.{key}: unknown field{hint} valid fields are: {', '.join(names)}")
+        hint = f" (did you mean {prefix}.{close[0]}?)" if close else ""
+        raise ValueError(f"{prefix}.{key}: unknown field{hint}; valid fields are: {', '.join(names)}")
     return schema(**kwargs)
+
+
+def check_stopwords(stopwords: str | None) -> None:
+    """The stop-word list field of the lexical retrievers: English or none."""
+    if stopwords not in (None, "english"):
+        raise ValueError(f"retriever.stopwords ({stopwords!r}) must be 'english' or null")
 
 
 def chunks_fingerprint(chunks: Sequence[Chunk]) -> str:
@@ -97,7 +104,6 @@ class Retriever:
         self.chunks: list[Chunk] = []
         self.fingerprint: str | None = None
         self.stats: dict[str, int] = {"queries_computed": 0, "queries_cached": 0}
-        self._search_cache: Any = None  # the cache of the search in progress, for _search
 
     # -- properties -------------------------------------------------------------------------
     @property
@@ -139,35 +145,27 @@ class Retriever:
 
         depth = min(max(k, CACHE_DEPTH), n)
         texts = list(dict.fromkeys(q.query for q in queries))
-        ranked: dict[str, tuple[list[int], list[float]]] = {}
-        keys: dict[str, str] = {}
-        if cache is not None:
-            base = self.cache_config()
-            keys = {t: cache.key("retrieval", base, self.fingerprint, t) for t in texts}
-            found = cache.get_many("retrieval", keys.values())
-            for t, key in keys.items():
-                entry = found.get(key)
-                # usable when ranked at least k deep, or complete (ranked every chunk)
-                if entry is not None and (entry["k"] >= k or len(entry["idx"]) >= n):
-                    ranked[t] = (entry["idx"], entry["scores"])
-        todo = [t for t in texts if t not in ranked]
-        self.stats["queries_cached"] += len(texts) - len(todo)
-        self.stats["queries_computed"] += len(todo)
-        if todo:
-            self._search_cache = cache
-            results = self._search(todo, depth)
-            new: dict[str, Any] = {}
-            for t, (idx, sc) in zip(todo, results):
-                entry = {"k": depth, "idx": [int(i) for i in idx], "scores": [float(s) for s in sc]}
-                ranked[t] = (entry["idx"], entry["scores"])
-                if cache is not None:
-                    new[keys[t]] = entry
-            if cache is not None:
-                cache.put_many("retrieval", new)
+        base = self.cache_config()
+        keys = {t: Cache.key("retrieval", base, self.fingerprint, t) for t in texts}
+        computed = 0
+
+        def compute(todo: list[str]) -> dict[str, dict[str, Any]]:
+            nonlocal computed
+            computed += len(todo)
+            return {
+                t: {"k": depth, "idx": [int(i) for i in idx], "scores": [float(s) for s in sc]}
+                for t, (idx, sc) in zip(todo, self._search(todo, depth, cache))
+            }
+
+        # a stored ranking serves when it is at least k deep, or complete (ranked every chunk)
+        ranked = fetch(cache, "retrieval", keys, compute, keep=lambda e: e["k"] >= k or len(e["idx"]) >= n)
+        self.stats["queries_cached"] += len(texts) - computed
+        self.stats["queries_computed"] += computed
         for q in queries:
-            idx, sc = ranked[q.query]
+            entry = ranked[q.query]
             out[q.query_id] = [
-                Hit(chunk=self.chunks[i], score=s, rank=r + 1) for r, (i, s) in enumerate(zip(idx[:k], sc[:k]))
+                Hit(chunk=self.chunks[i], score=s, rank=r + 1)
+                for r, (i, s) in enumerate(zip(entry["idx"][:k], entry["scores"][:k]))
             ]
         return out
 
@@ -175,6 +173,9 @@ class Retriever:
     def _build(self, chunks: list[Chunk], cache: Any) -> None:
         raise NotImplementedError
 
-    def _search(self, texts: list[str], k: int) -> list[tuple[np.ndarray, np.ndarray]]:
-        """For each query text, chunk indices and scores of its ``k`` best chunks, best first."""
+    def _search(self, texts: list[str], k: int, cache: Any) -> list[tuple[np.ndarray, np.ndarray]]:
+        """For each query text, chunk indices and scores of its ``k`` best chunks, best first.
+
+        ``cache`` is the search's cache (or None), for retrievers that cache work of their own
+        (the dense retriever's query embeddings)."""
         raise NotImplementedError

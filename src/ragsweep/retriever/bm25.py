@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from ragsweep.retriever.base import Retriever, RetrieverConfig, rank_top_k
+from ragsweep.retriever.base import Retriever, RetrieverConfig, check_stopwords, rank_top_k
 from ragsweep.types import Chunk
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -47,13 +47,8 @@ def _import_bm25s():  # noqa: ANN202
     return bm25s
 
 
-def _check_stopwords(stopwords: str | None) -> None:
-    if stopwords not in (None, "english"):
-        raise ValueError(f"retriever.stopwords ({stopwords!r}) must be 'english' or null")
-
-
 def _stopword_set(stopwords: str | None) -> frozenset[str]:
-    _check_stopwords(stopwords)
+    check_stopwords(stopwords)
     if stopwords is None:
         return frozenset()
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS  # slow import: only when used
@@ -104,7 +99,7 @@ class BM25Config(RetrieverConfig):
             raise ValueError(f"retriever.k1 ({self.k1}) must be >= 0 (typical 1.2-2.0)")
         if not 0 <= self.b <= 1:
             raise ValueError(f"retriever.b ({self.b}) must be between 0 and 1 (typical 0.75)")
-        _check_stopwords(self.stopwords)  # validation stays fast: no sklearn import here
+        check_stopwords(self.stopwords)  # validation stays fast: no sklearn import here
 
 
 class BM25Retriever(Retriever):
@@ -211,5 +206,5 @@ class BM25Retriever(Retriever):
             return np.zeros(self._n)
         return np.asarray(self._model.get_scores_from_ids(ids), dtype=np.float64)
 
-    def _search(self, texts: list[str], k: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    def _search(self, texts: list[str], k: int, cache: Any) -> list[tuple[np.ndarray, np.ndarray]]:
         return [rank_top_k(self.scores(t), k) for t in texts]

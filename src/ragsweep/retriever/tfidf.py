@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from ragsweep.cache import MISSING
-from ragsweep.retriever.base import Retriever, RetrieverConfig, rank_top_k
+from ragsweep.cache import Cache, fetch_one
+from ragsweep.retriever.base import Retriever, RetrieverConfig, check_stopwords, rank_top_k
 from ragsweep.types import Chunk
 
 _QUERY_BATCH = 256
@@ -27,8 +27,7 @@ class TfidfConfig(RetrieverConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.stopwords not in (None, "english"):
-            raise ValueError(f"retriever.stopwords ({self.stopwords!r}) must be 'english' or null")
+        check_stopwords(self.stopwords)
         if self.ngram_max < 1:
             raise ValueError(f"retriever.ngram_max ({self.ngram_max}) must be >= 1 (1 = single words)")
         if self.min_df < 1:
@@ -65,17 +64,10 @@ class TfidfRetriever(Retriever):
 
     def _build(self, chunks: list[Chunk], cache: Any) -> None:
         self._n = len(chunks)
-        if cache is None:
-            self._vectorizer, self._matrix = self._fit(chunks)
-            return
-        key = cache.key("index", self.cache_config(), self.fingerprint)
-        found = cache.get("index", key)
-        if found is MISSING:
-            found = self._fit(chunks)
-            cache.put("index", key, found)
-        self._vectorizer, self._matrix = found
+        key = Cache.key("index", self.cache_config(), self.fingerprint)
+        self._vectorizer, self._matrix = fetch_one(cache, "index", key, lambda: self._fit(chunks))
 
-    def _search(self, texts: list[str], k: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    def _search(self, texts: list[str], k: int, cache: Any) -> list[tuple[np.ndarray, np.ndarray]]:
         if self._vectorizer is None:
             return [rank_top_k(np.zeros(self._n), k) for _ in texts]
         out = []
