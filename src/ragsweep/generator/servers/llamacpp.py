@@ -78,6 +78,21 @@ def resolve_model_path(model_path: str) -> Path:
     return path
 
 
+#: set by a sweep whose launcher runs several jobs at once (joblib, Ray): the thread count each
+#: managed llama.cpp server takes when ``n_threads`` is null
+THREADS_ENV = "RAGSWEEP_LLAMA_THREADS"
+
+
+def default_threads() -> int:
+    """All logical cores when the server has the machine to itself (a run, a sequential sweep):
+    measured on 2 cores, SmolLM2 decodes at ~90 tokens/s on 2 threads against ~45 on 1. When a
+    parallel launcher runs jobs beside it, half of them (``RAGSWEEP_LLAMA_THREADS``, set by the
+    sweep): llama.cpp's threads spin, and with the cores contended all of them were measured
+    5-10x slower than half."""
+    env = os.environ.get(THREADS_ENV, "")
+    return int(env) if env.isdigit() and int(env) > 0 else max(1, os.cpu_count() or 1)
+
+
 class LlamaCppServer(ManagedServer):
     """``python -m llama_cpp.server`` with a GGUF model (default: SmolLM2-135M-Instruct)."""
 
@@ -99,9 +114,7 @@ class LlamaCppServer(ManagedServer):
         super().__init__(model_name=model_alias, host=host, port=port, startup_timeout_s=startup_timeout_s, **kw)
         self.model_path = str(model_path)
         self.n_ctx = int(n_ctx)
-        # half the logical cores: llama.cpp threads spin, and on a busy machine (parallel Hydra
-        # jobs) n_threads == cores was measured 5-10x slower than half of them
-        self.n_threads = int(n_threads) if n_threads else max(1, (os.cpu_count() or 2) // 2)
+        self.n_threads = int(n_threads) if n_threads else default_threads()
         self.n_threads_batch = int(n_threads_batch) if n_threads_batch else self.n_threads
         self.model_alias = model_alias
         self.extra_args = [str(a) for a in (extra_args or [])]
