@@ -32,6 +32,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence, Union
 
+from ragsweep.evaluator.components import component_id
 from ragsweep.text import content_words, sentence_spans
 
 Claim = Union[str, list]
@@ -373,21 +374,6 @@ class LLMExtractor:
 # --------------------------------------------------------------------------------------------
 # cached extraction
 # --------------------------------------------------------------------------------------------
-def component_id(component: Any) -> Any:
-    """What names an extractor or checker in cache keys: its ``cache_id``, else its class and
-    config."""
-    cid = getattr(component, "cache_id", None)
-    if cid is not None:
-        return cid
-    cls = type(component)
-    config = getattr(component, "config", None)
-    try:
-        config = asdict(config) if config is not None else None
-    except TypeError:
-        config = repr(config)
-    return {"class": f"{cls.__module__}.{cls.__qualname__}", "config": config}
-
-
 extractor_id = component_id
 
 
@@ -399,34 +385,34 @@ def extract_cached(
     stats: Counter | None = None,
 ) -> list[list[Claim] | None]:
     """Claims of every text, through the cache (stage ``"claims"``); identical (text, question)
-    inputs are extracted once. ``stats`` gets ``cache_hits`` and ``extractions``."""
-    from ragsweep.cache import Cache
+    inputs are extracted once. ``stats`` gets ``cache_hits``, ``extractions`` and
+    ``extraction_failures``."""
+    from ragsweep.cache import Cache, fetch
 
     stats = stats if stats is not None else Counter()
     questions = list(questions) if questions is not None else [None] * len(texts)
     use_q = bool(getattr(extractor, "uses_question", False))
-    eid = extractor_id(extractor) if cache is not None else None
     inputs = [(t, q if use_q else None) for t, q in zip(texts, questions)]
     unique = list(dict.fromkeys(inputs))
-    keys = {u: Cache.key("claims", eid, u[0], u[1]) for u in unique} if cache is not None else {}
-    found = cache.get_many("claims", keys.values()) if cache is not None else {}
-    result: dict[tuple, Any] = {u: found[keys[u]] for u in unique if cache is not None and keys[u] in found}
-    stats["cache_hits"] += len(result)
-    todo = [u for u in unique if u not in result]
-    if todo:
-        stats["extractions"] += len(todo)
+    if cache is not None:
+        eid = extractor_id(extractor)
+        keys = {u: Cache.key("claims", eid, u[0], u[1]) for u in unique}
+    else:
+        keys = {u: f"{u[0]}\x00{u[1]}" for u in unique}  # distinct inputs, nothing stored
+    done: list[tuple] = []
+
+    def compute(todo: list[tuple]) -> dict[tuple, Any]:
+        done.extend(todo)
         claims = extractor.extract_many([t for t, _ in todo], [q for _, q in todo])
         if len(claims) != len(todo):
             raise RuntimeError(f"{extractor!r} returned {len(claims)} results for {len(todo)} texts")
-        new = {}
-        for u, c in zip(todo, claims):
-            result[u] = c
-            if c is not None:
-                new[keys.get(u)] = c
-            else:
-                stats["extraction_failures"] += 1
-        if cache is not None and new:
-            cache.put_many("claims", new)
+        return dict(zip(todo, claims))
+
+    result = fetch(cache, "claims", keys, compute, keep=lambda c: c is not None) if unique else {}
+    stats["cache_hits"] += len(unique) - len(done)
+    if done:
+        stats["extractions"] += len(done)
+        stats["extraction_failures"] += sum(1 for u in done if result[u] is None)
     return [copy.deepcopy(result[u]) for u in inputs]
 
 

@@ -32,18 +32,10 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
+from ragsweep.evaluator.labels import LABELS, normalize_label
+
 log = logging.getLogger(__name__)
 
-LABELS = ("Entailment", "Neutral", "Contradiction")
-_LABEL_ALIASES = {
-    "entailment": "Entailment",
-    "entailed": "Entailment",
-    "entails": "Entailment",
-    "neutral": "Neutral",
-    "contradiction": "Contradiction",
-    "contradicted": "Contradiction",
-    "contradicts": "Contradiction",
-}
 #: Bumped whenever a judge prompt of this module changes (part of the cache keys).
 CHECK_PROMPT_VERSION = 1
 ANNOTATOR_PROMPT_VERSION = 1
@@ -79,13 +71,6 @@ def parse_json_object(text: str | None) -> dict | None:
         except json.JSONDecodeError:
             return None
     return obj if isinstance(obj, dict) else None
-
-
-def normalize_label(value: Any) -> str | None:
-    """``"entailment"`` / ``"Entailed"`` ... -> ``"Entailment"``; None for anything else."""
-    if not isinstance(value, str):
-        return None
-    return _LABEL_ALIASES.get(value.strip().strip(".").lower())
 
 
 def _plain(value: Any) -> Any:

@@ -41,10 +41,11 @@ import numpy as np
 
 from ragsweep.text import STOPWORDS, split_sentences, words
 
+from ragsweep.evaluator.labels import CONTRADICTION, ENTAILMENT, LABELS, NEUTRAL  # noqa: F401 - LABELS re-exported
+
 log = logging.getLogger(__name__)
 
 PARAMS_PATH = Path(__file__).with_name("offline_model.json")
-LABELS = ("Entailment", "Neutral", "Contradiction")
 #: what a reference can be: retrieved context (RAG responses copy it: a high bar) or an answer
 #: (ground truth vs response: written apart, paraphrased: a lower bar; see offline_model.json)
 REFERENCE_KINDS = ("context", "answer")
@@ -398,25 +399,17 @@ class OfflineChecker:
 
     def embed(self, texts: Sequence[str], cache: Any = None) -> dict[str, np.ndarray]:
         """Unit-norm float32 vectors of the distinct ``texts``; raw vectors cached per (model, text)."""
+        from ragsweep.evaluator.embeddings import embed_cached
+
         unique = list(dict.fromkeys(texts))
-        vecs: dict[str, np.ndarray] = {}
-        keys: dict[str, str] = {}
-        if cache is not None and unique:
-            keys = {t: cache.key("embeddings", self.model_key, t) for t in unique}
-            found = cache.get_many("embeddings", keys.values())
-            vecs = {t: np.asarray(found[keys[t]], dtype=np.float32) for t in unique if keys[t] in found}
-        todo = sorted((t for t in unique if t not in vecs), key=len)
-        self.stats["texts_cached"] += len(unique) - len(todo)
-        self.stats["texts_encoded"] += len(todo)
-        if todo:
-            model = self._load_model()
-            bs = self.config.batch_size
-            for b in range(0, len(todo), 2048):
-                block = todo[b : b + 2048]
-                emb = model.encode(block, batch_size=bs, convert_to_numpy=True, show_progress_bar=False)
-                vecs.update(zip(block, np.asarray(emb, dtype=np.float32)))
-                if cache is not None:
-                    cache.put_many("embeddings", {keys[t]: vecs[t] for t in block})
+
+        def encode(block: list[str]) -> Any:
+            return self._load_model().encode(block, batch_size=self.config.batch_size, convert_to_numpy=True,
+                                             show_progress_bar=False)
+
+        vecs, n_cached = embed_cached(cache, self.model_key, unique, encode, block=2048, by_length=True)
+        self.stats["texts_cached"] += n_cached
+        self.stats["texts_encoded"] += len(unique) - n_cached
         out = {}
         for t in unique:
             v = vecs[t]
@@ -549,11 +542,11 @@ class OfflineChecker:
         out = []
         for v, d in zip(p, details):
             if v >= thr and not (self.config.contradiction and d["contradiction"]):
-                out.append("Entailment")
+                out.append(ENTAILMENT)
             elif self.config.contradiction and d["contradiction"]:
-                out.append("Contradiction")
+                out.append(CONTRADICTION)
             else:
-                out.append("Neutral")
+                out.append(NEUTRAL)
         return out
 
     def check(self, claims: Sequence[str], reference: str, cache: Any = None, kind: str = "context") -> list[str]:
