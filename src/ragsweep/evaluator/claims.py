@@ -1,5 +1,8 @@
 """Claim extraction: ``extract(text, question=None) -> list[claim]``.
 
+(Just over 400 lines: the two extractors share the claim helpers; the LLM extractor's
+prompts may move to their own module.)
+
 A claim is a string (a statement) or a list of strings (a RefChecker-style ``[subject, predicate,
 object]`` triplet, as in RAGChecker's output files). Two extractors share one interface:
 

@@ -27,7 +27,7 @@
 - ``ragas``: compute RAGAS (LLM variants with a judge, embedding substitutes without one);
   ``embedding_model``, ``context_threshold``, ``n_questions``.
 
-Metric names: see :mod:`ragsweep.evaluator.pipeline`.
+Metric names: the registry, :mod:`ragsweep.metrics` (counters: :mod:`ragsweep.evaluator.pipeline`).
 """
 
 from __future__ import annotations

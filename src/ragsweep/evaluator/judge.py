@@ -1,6 +1,10 @@
 """The LLM judge: one OpenAI-compatible model for claim extraction, entailment checking, the
 RAGBench TRACe annotator and the RAGAS prompts.
 
+(Over 400 lines, not yet split: the Judge client, the LLM checker and the TRACe annotator
+share its parsing helpers and retry loop; splitting them into llm_checker.py / annotator.py is
+the next step of issue #12.)
+
 :class:`Judge` owns the judge's own server and model config (``evaluator.judge``), separate from
 the generator's: ``server`` is a Hydra spec (``_target_: ragsweep.generator.server.LlamaCppServer``
 / ``VLLMServer`` / ``ExternalServer``) or an already built server, or ``base_url`` + ``model``

@@ -1,5 +1,8 @@
 """The offline claim checker: no network, no GPU, deterministic.
 
+(Over 400 lines, not yet split: the feature extraction and the checker share private text
+analyses; moving the features into offline_features.py is the next step of issue #12.)
+
 ``score_pairs([(claim, reference), ...])`` gives P(the reference entails the claim). It is a small
 logistic regression (parameters in ``offline_model.json`` next to this file, trained by
 ``experiments/meta_eval/train_offline.py`` on RAGBench sentence-support labels) over features of
