@@ -395,7 +395,7 @@ def test_evaluator_config_validation():
     with pytest.raises(ValueError, match="evaluator.judge must be set for the checker, trace_mode annotator"):
         Evaluator(checker="llm", trace_mode="annotator")
     with pytest.raises(ValueError, match="evaluator.extractor.claim_formt: unknown field"):
-        Evaluator(extractor={"_target_": "ragsweep.evaluator.claims.LLMExtractor", "claim_formt": "triplet"},
+        Evaluator(extractor={"_target_": "ragsweep.evaluator.llm_extractor.LLMExtractor", "claim_formt": "triplet"},
                   judge={"base_url": "http://x/v1"})
     with pytest.raises(ValueError, match="evaluator.checker: no checker 'magic'; known: llm, nli, offline"):
         Evaluator(checker="magic")

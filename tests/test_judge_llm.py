@@ -146,8 +146,8 @@ def _evaluate(fake, cache, trace_mode="annotator"):
     try:
         return _run_llm(
             RECORDS, judge, cache, trace_mode,
-            extractor={"_target_": "ragsweep.evaluator.claims.LLMExtractor", "claim_format": "triplet"},
-            checker={"_target_": "ragsweep.evaluator.judge.LLMChecker", "batch_size": 8},
+            extractor={"_target_": "ragsweep.evaluator.llm_extractor.LLMExtractor", "claim_format": "triplet"},
+            checker={"_target_": "ragsweep.evaluator.llm_checker.LLMChecker", "batch_size": 8},
         ), judge
     finally:
         judge.close()
@@ -279,8 +279,8 @@ def test_real_llamacpp_judge(tmp_path):
         name="llm",
         # small budgets keep this under a minute on 2 cores: answers may be cut and fail to
         # parse, which the assertions below account for (the counting is what is tested)
-        extractor={"_target_": "ragsweep.evaluator.claims.LLMExtractor", "claim_format": "triplet", "max_tokens": 96},
-        checker={"_target_": "ragsweep.evaluator.judge.LLMChecker", "batch_size": 8},
+        extractor={"_target_": "ragsweep.evaluator.llm_extractor.LLMExtractor", "claim_format": "triplet", "max_tokens": 96},
+        checker={"_target_": "ragsweep.evaluator.llm_checker.LLMChecker", "batch_size": 8},
         judge={"server": server, "max_tokens": 192, "timeout_s": 300, "parse_retries": 0},
         trace_mode="annotator",
         ragas=True,

@@ -170,7 +170,7 @@ def test_input_without_claims_goes_through_evaluate_records(monkeypatch, capsys)
             "--base-url", "http://127.0.0.1:1/v1"]
     assert score_cli.main(args) == 0
     (options,) = calls
-    assert options["extractor"]["_target_"] == "ragsweep.evaluator.claims.LLMExtractor"
+    assert options["extractor"]["_target_"] == "ragsweep.evaluator.llm_extractor.LLMExtractor"
     assert options["checker"]["_target_"] == "ragsweep.evaluator.nli.NLIChecker"
     assert options["checker"]["model"] == "m"  # the NLI model
     assert options["judge"] == {"base_url": "http://127.0.0.1:1/v1", "model": "m"}

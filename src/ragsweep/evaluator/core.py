@@ -136,7 +136,7 @@ class Evaluator:
 
     def parts(self, judge: Any = None, cache: Any = None) -> dict[str, Any]:
         """The built steps of one evaluation: ``extractor``, ``checker``, ``trace``, ``ragas``."""
-        from ragsweep.evaluator.judge import TraceAnnotator
+        from ragsweep.evaluator.annotator import TraceAnnotator
         from ragsweep.evaluator.ragas import Embedder, Ragas
 
         cfg = self.config

@@ -58,7 +58,7 @@ split into keyed sentences ``0a, 0b, ...``, response sentences ``a, b, ...``:
   words), and a response sentence is supported when all its claims are (vacuously when it has
   none). Relevance and completeness need the ground truth (NaN without it).
 - ``trace_mode="annotator"``: the RAGBench labelling prompt (appendix 7.4) through the judge
-  (:class:`ragsweep.evaluator.judge.TraceAnnotator`); relevant/utilized keys and unsupported
+  (:class:`ragsweep.evaluator.annotator.TraceAnnotator`); relevant/utilized keys and unsupported
   response sentences from its JSON (cached under stage ``"trace_annotation"`` after it parsed),
   then the same formulas. An unparsable answer is counted and gives NaN.
 - ``trace_mode="none"``: no TRACe.
