@@ -316,7 +316,7 @@ def run(args: argparse.Namespace) -> str:
     C.set_threads(args.threads)
     cache = C.open_cache(args.cache)
     checker = C.checker_from_args(args)
-    offline = getattr(checker, "name", "") == "offline" and hasattr(checker, "features")
+    offline = hasattr(checker, "features") and hasattr(checker, "predict")  # a feature-based checker (offline)
 
     per: dict[str, dict[str, Any]] = {}
     if offline:

@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> str:
     pairs = [(it["claim"], C.wice_reference(it)) for it in items]
     rows = []
     name = args.checker
-    offline = getattr(checker, "name", "") == "offline" and hasattr(checker, "features")
+    offline = hasattr(checker, "features") and hasattr(checker, "predict")  # a feature-based checker (offline)
     if offline:
         X, _ = checker.features(pairs, cache)
         p = checker.predict(X)
