@@ -13,7 +13,14 @@ from ragsweep.cache import Cache
 from ragsweep.evaluator import ragchecker_metrics as rcm
 from ragsweep.evaluator.claims import OfflineExtractor
 from ragsweep.evaluator.core import Evaluator
-from ragsweep.evaluator.pipeline import EvaluatorConfigError, check_cached, claim_sentences, evaluate_records
+from ragsweep.evaluator.pipeline import (
+    AnnotatorTrace,
+    EntailmentTrace,
+    EvaluatorConfigError,
+    check_cached,
+    claim_sentences,
+    evaluate_records,
+)
 from ragsweep.evaluator.ragas import Ragas, faithfulness
 
 _W = re.compile(r"\w+")
@@ -89,12 +96,19 @@ def _records():
     ]
 
 
-def _run(records=None, checker=None, **kw):
-    kw.setdefault("embedder", HashEmbedder())
-    kw.setdefault("trace_attribution", "entailment")  # the cover rule has its own test
+def _run(records=None, checker=None, cache=None, trace_mode="entailment", trace_attribution="entailment",
+         prune=True, annotator=None, ragas=True, extractor=None):
+    """evaluate_records with its steps built as the Evaluator builds them (the cover rule has its
+    own test, so entailment attribution by default)."""
+    trace = {
+        "entailment": lambda: EntailmentTrace(attribution=trace_attribution, prune=prune),
+        "annotator": lambda: AnnotatorTrace(annotator),
+        "none": lambda: None,
+    }[trace_mode]()
     # the conjunctions rule keeps "Paris is in France, but Berlin is in Spain." as two claims
-    return evaluate_records(records or _records(), OfflineExtractor(clause_rule="conjunctions"),
-                            checker or WordChecker(), **kw)
+    return evaluate_records(records or _records(), extractor or OfflineExtractor(clause_rule="conjunctions"),
+                            checker or WordChecker(), cache, trace=trace,
+                            ragas=Ragas(embedder=HashEmbedder()) if ragas else None)
 
 
 def _same(a, b):
@@ -173,9 +187,7 @@ def test_second_run_makes_zero_checker_calls(tmp_path):
             return super().extract_many(texts, questions)
 
     second = WordChecker()
-    recs2, m2 = evaluate_records(_records(), CountingExtractor(clause_rule="conjunctions"), second, cache=Cache(tmp_path),
-                                 embedder=HashEmbedder(),
-                                 trace_attribution="entailment")
+    recs2, m2 = _run(extractor=CountingExtractor(clause_rule="conjunctions"), checker=second, cache=Cache(tmp_path))
     assert second.calls == 0 and second.pairs == []
     assert CountingExtractor.n == 0
     assert m2["judge/checks"] == 0 and m2["judge/extractions"] == 0 and m2["judge/cache_hits"] > 0
@@ -338,8 +350,8 @@ def test_trace_annotator_mode(tmp_path):
     stub2 = StubAnnotator({})
     _run(trace_mode="annotator", annotator=stub2, cache=Cache(tmp_path))
     assert [q for _, q, _ in stub2.seen] == [_records()[1]["query"]]
-    with pytest.raises(ValueError, match="annotator needs a judge"):
-        _run(trace_mode="annotator")
+    with pytest.raises(ValueError, match="evaluator.judge must be set for trace_mode annotator"):
+        Evaluator(checker=WordChecker(), trace_mode="annotator")
 
 
 def test_ragas_offline_substitutes():
@@ -378,14 +390,17 @@ def test_check_cached_blank_reference_and_bad_labels():
 def test_evaluator_config_validation():
     with pytest.raises(ValueError, match="evaluator.trace_mode"):
         Evaluator(trace_mode="sometimes")
-    with pytest.raises(ValueError, match="evaluator.judge must be set for extractor mode llm"):
-        Evaluator(extractor={"mode": "llm"})
-    with pytest.raises(ValueError, match="evaluator.judge must be set for checker mode llm, trace_mode annotator"):
+    with pytest.raises(ValueError, match="evaluator.judge must be set for the extractor"):
+        Evaluator(extractor="llm")
+    with pytest.raises(ValueError, match="evaluator.judge must be set for the checker, trace_mode annotator"):
         Evaluator(checker="llm", trace_mode="annotator")
     with pytest.raises(ValueError, match="evaluator.extractor.claim_formt: unknown field"):
-        Evaluator(extractor={"mode": "llm", "claim_formt": "triplet"}, judge={"base_url": "http://x/v1"})
-    with pytest.raises(ValueError, match="evaluator.checker.mode"):
+        Evaluator(extractor={"_target_": "ragsweep.evaluator.llm_extractor.LLMExtractor", "claim_formt": "triplet"},
+                  judge={"base_url": "http://x/v1"})
+    with pytest.raises(ValueError, match="evaluator.checker: no checker 'magic'; known: llm, nli, offline"):
         Evaluator(checker="magic")
+    with pytest.raises(ValueError, match="evaluator.checker needs a _target_"):
+        Evaluator(checker={"mode": "offline"})
     with pytest.raises(ValueError, match="evaluator.checker.threshold"):
         Evaluator(checker={"_target_": "ragsweep.evaluator.offline.OfflineChecker", "threshold": 3})
     with pytest.raises(ValueError, match="evaluator.judge.parse_retries"):
@@ -422,7 +437,8 @@ def test_yaml_options_compose_validate_and_instantiate(compose_cfg, option):
 
 
 def test_evaluator_with_stand_ins_and_object_specs(tmp_path):
-    ev = Evaluator(name="custom", extractor={"mode": "offline", "clause_rule": "conjunctions"}, checker=WordChecker(),
+    ev = Evaluator(name="custom", extractor={"_target_": "ragsweep.evaluator.claims.OfflineExtractor",
+                                             "clause_rule": "conjunctions"}, checker=WordChecker(),
                    ragas=False)
     recs, m = ev.evaluate(_records(), cache=Cache(tmp_path))
     assert recs[0]["answer2response"] == ["Entailment", "Neutral", "Neutral"]

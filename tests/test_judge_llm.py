@@ -133,12 +133,21 @@ def _judge(fake, **kw):
                  max_retries=0, timeout_s=10, **kw)
 
 
+def _run_llm(records, judge, cache, trace_mode="entailment", extractor="llm", checker="llm"):
+    """evaluate_records with the parts the Evaluator builds, RAGAS on a hash embedder."""
+    ev = Evaluator(name="llm", extractor=extractor, checker=checker, trace_mode=trace_mode, judge=judge)
+    parts = ev.parts(judge, cache)
+    parts["ragas"].embedder = HashEmbedder()
+    return evaluate_records(records, cache=cache, **parts)
+
+
 def _evaluate(fake, cache, trace_mode="annotator"):
     judge = _judge(fake)
     try:
-        return evaluate_records(
-            RECORDS, extractor={"mode": "llm", "claim_format": "triplet"}, checker={"mode": "llm", "batch_size": 8},
-            cache=cache, trace_mode=trace_mode, judge=judge, embedder=HashEmbedder(),
+        return _run_llm(
+            RECORDS, judge, cache, trace_mode,
+            extractor={"_target_": "ragsweep.evaluator.llm_extractor.LLMExtractor", "claim_format": "triplet"},
+            checker={"_target_": "ragsweep.evaluator.llm_checker.LLMChecker", "batch_size": 8},
         ), judge
     finally:
         judge.close()
@@ -193,7 +202,7 @@ def test_fully_cached_run_starts_no_server(tmp_path):
     records = [RECORDS[0]]
     with FakeOpenAIServer(responder=Scripted()) as fake:
         judge = _judge(fake)
-        evaluate_records(records, "llm", "llm", cache=Cache(tmp_path), judge=judge, embedder=HashEmbedder())
+        _run_llm(records, judge, Cache(tmp_path))
         judge.close()
 
     class NeverStarted(ExternalServer):
@@ -201,7 +210,7 @@ def test_fully_cached_run_starts_no_server(tmp_path):
             raise AssertionError("the judge server was started")
 
     lazy = Judge(server=NeverStarted(base_url="http://127.0.0.1:9/v1", model="fake", api_key_env=None))
-    _, m = evaluate_records(records, "llm", "llm", cache=Cache(tmp_path), judge=lazy, embedder=HashEmbedder())
+    _, m = _run_llm(records, lazy, Cache(tmp_path))
     assert not lazy.started and m["judge/requests"] == 0 and m["judge/checks"] == 0
 
 
@@ -270,8 +279,8 @@ def test_real_llamacpp_judge(tmp_path):
         name="llm",
         # small budgets keep this under a minute on 2 cores: answers may be cut and fail to
         # parse, which the assertions below account for (the counting is what is tested)
-        extractor={"mode": "llm", "claim_format": "triplet", "max_tokens": 96},
-        checker={"mode": "llm", "batch_size": 8},
+        extractor={"_target_": "ragsweep.evaluator.llm_extractor.LLMExtractor", "claim_format": "triplet", "max_tokens": 96},
+        checker={"_target_": "ragsweep.evaluator.llm_checker.LLMChecker", "batch_size": 8},
         judge={"server": server, "max_tokens": 192, "timeout_s": 300, "parse_retries": 0},
         trace_mode="annotator",
         ragas=True,
@@ -313,7 +322,7 @@ def test_evaluator_stops_the_managed_judge_server_also_on_error(tmp_path, monkey
 
     # the fake answers "echo: ..." (not JSON): extraction fails, is counted, metrics are NaN
     srv = server()
-    ev = Evaluator(name="llm", extractor={"mode": "llm"}, checker="llm", ragas=False,
+    ev = Evaluator(name="llm", extractor="llm", checker="llm", ragas=False,
                    judge={"server": srv, "parse_retries": 0, "max_retries": 0})
     recs, m = ev.evaluate([RECORDS[0]], cache=Cache(tmp_path / "cache"))
     assert not srv.running and srv.pid is not None  # started, then stopped
@@ -323,9 +332,9 @@ def test_evaluator_stops_the_managed_judge_server_also_on_error(tmp_path, monkey
     def boom(*args, **kwargs):
         raise RuntimeError("TRACe exploded")
 
-    import ragsweep.evaluator.pipeline as pipeline
+    from ragsweep.evaluator.trace_steps import EntailmentTrace
 
-    monkeypatch.setattr(pipeline, "_trace_entailment", boom)
+    monkeypatch.setattr(EntailmentTrace, "annotate", boom)
     srv2 = server()
     ev2 = Evaluator(name="llm", extractor="offline", checker="llm", ragas=False,
                     judge={"server": srv2, "parse_retries": 0, "max_retries": 0})

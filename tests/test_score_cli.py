@@ -144,29 +144,36 @@ def test_malformed_input_subprocess_and_bad_json(tmp_path):
 
 
 def test_input_without_claims_needs_the_pipeline(monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "ragsweep.evaluator.pipeline", None)  # not importable
+    monkeypatch.setitem(sys.modules, "ragsweep.evaluator.core", None)  # not importable
     assert score_cli.main([str(INPUTS)]) == 1
     err = capsys.readouterr().err
-    assert "ragsweep.evaluator.pipeline.evaluate_records" in err and str(INPUTS) in err
+    assert "ragsweep.evaluator.core.Evaluator" in err and str(INPUTS) in err
 
 
 def test_input_without_claims_goes_through_evaluate_records(monkeypatch, capsys):
     calls = []
     golden = {r["query_id"]: r for r in GOLDEN["results"]}
 
-    def evaluate_records(records, extractor, checker, **options):
-        calls.append((extractor, checker, options))
-        scored = [{**r, **{f: golden[r["query_id"]][f] for f in
-                           ("response_claims", "gt_answer_claims", *MATRIX_FIELDS)}} for r in records]
-        return scored, {}
+    class FakeEvaluator:
+        def __init__(self, **options):
+            calls.append(options)
 
-    fake = types.ModuleType("ragsweep.evaluator.pipeline")
-    fake.evaluate_records = evaluate_records
-    monkeypatch.setitem(sys.modules, "ragsweep.evaluator.pipeline", fake)
+        def evaluate(self, records):
+            scored = [{**r, **{f: golden[r["query_id"]][f] for f in
+                               ("response_claims", "gt_answer_claims", *MATRIX_FIELDS)}} for r in records]
+            return scored, {}
+
+    fake = types.ModuleType("ragsweep.evaluator.core")
+    fake.Evaluator = FakeEvaluator
+    monkeypatch.setitem(sys.modules, "ragsweep.evaluator.core", fake)
     args = [str(INPUTS), "--checker", "nli", "--extractor", "llm", "--model", "m",
             "--base-url", "http://127.0.0.1:1/v1"]
     assert score_cli.main(args) == 0
-    assert calls == [("llm", "nli", {"model": "m", "base_url": "http://127.0.0.1:1/v1"})]
+    (options,) = calls
+    assert options["extractor"]["_target_"] == "ragsweep.evaluator.llm_extractor.LLMExtractor"
+    assert options["checker"]["_target_"] == "ragsweep.evaluator.nli.NLIChecker"
+    assert options["checker"]["model"] == "m"  # the NLI model
+    assert options["judge"] == {"base_url": "http://127.0.0.1:1/v1", "model": "m"}
     _assert_overall_matches(json.loads(capsys.readouterr().out))
 
 

@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
+from ragsweep.evaluator.labels import ENTAILMENT
 from ragsweep.text import content_words, words
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -32,7 +33,7 @@ class Skip(Exception):
 def parser(name: str, description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"python -m experiments.meta_eval.{name}", description=description)
     p.add_argument("--data", default="../shared/data", help="data root, the suite's folder, or its file")
-    p.add_argument("--checker", default="offline", help="offline (default); llm / nli when those are built")
+    p.add_argument("--checker", default="offline", help="a checker of conf/evaluator/checker: offline (default), nli, llm")
     p.add_argument("--limit", type=int, default=None, help="use only the first N items (per subset)")
     p.add_argument("--out", default=None, help=f"Markdown output (default {RESULTS_DIR}/{name}.md)")
     p.add_argument("--cache", default=DEFAULT_CACHE, help="embedding cache directory ('' disables)")
@@ -46,17 +47,32 @@ def parser(name: str, description: str) -> argparse.ArgumentParser:
 
 
 def checker_from_args(args: argparse.Namespace) -> Any:
-    if args.checker == "llm":
-        from ragsweep.evaluator.judge import Judge
-        from ragsweep.evaluator.pipeline import build_checker
+    """The checker ``--checker NAME`` names: the YAML ``conf/evaluator/checker/NAME.yaml``, with
+    ``--model`` as its ``model`` (or, for a checker that needs a judge, the judge's model: the
+    endpoint of ``--base-url``, else a managed llama.cpp SmolLM2 server)."""
+    from ragsweep.evaluator import components
 
-        if getattr(args, "base_url", None):
-            judge = Judge(base_url=args.base_url, model=args.model, api_key_env=args.api_key_env)
-        else:
-            judge = Judge(server={"_target_": "ragsweep.generator.server.LlamaCppServer"}, model=args.model)
-        return build_checker("llm", judge=judge)
-    kwargs = {"model": args.model} if getattr(args, "model", None) else {}
-    return make_checker(args.checker, **kwargs)
+    try:
+        spec = components.group_spec("checker", args.checker)
+        judge = None
+        if components.needs_judge("checker", spec):
+            from ragsweep.evaluator.judge import Judge
+
+            if getattr(args, "base_url", None):
+                judge = Judge(base_url=args.base_url, model=args.model, api_key_env=args.api_key_env)
+            else:
+                judge = Judge(server={"_target_": "ragsweep.generator.server.LlamaCppServer"}, model=args.model)
+        elif getattr(args, "model", None) and "model" in spec:
+            spec["model"] = args.model
+        return components.build("checker", spec, judge)
+    except SystemExit:
+        raise
+    except Exception as exc:  # noqa: BLE001 - unknown name, missing judge, bad options
+        from ragsweep.errors import ConfigError
+
+        if isinstance(exc, ConfigError) and not isinstance(exc, components.EvaluatorConfigError):
+            raise  # e.g. an NLI model that cannot be loaded: run_main prints it
+        raise SystemExit(f"checker {args.checker!r} is not available or not configured here: {exc}") from None
 
 
 def run_main(name: str, body: Callable[[argparse.Namespace], str], p: argparse.ArgumentParser,
@@ -117,21 +133,14 @@ def open_cache(path: str | None) -> Any:
 
 # -- checkers -------------------------------------------------------------------------------------
 def make_checker(name: str, **kwargs: Any) -> Any:
-    """The checker called ``name``: ``offline`` directly; others (``nli``, ``llm``) through
-    ``ragsweep.evaluator.pipeline.build_checker`` when that is importable. Anything that cannot be
-    built exits with a clear message (e.g. an NLI model that cannot be loaded offline, no judge)."""
-    if name == "offline":
-        from ragsweep.evaluator.offline import OfflineChecker
+    """The checker ``conf/evaluator/checker/<name>.yaml`` with ``kwargs`` as options; anything
+    that cannot be built exits with a clear message."""
+    from ragsweep.evaluator import components
 
-        return OfflineChecker(**kwargs)
     try:
-        from ragsweep.evaluator.pipeline import build_checker
-    except ImportError:
-        raise SystemExit(f"checker {name!r} is not available in this build yet (only 'offline' is)") from None
-    try:
-        return build_checker({"mode": name, **kwargs})
-    except Exception as exc:  # noqa: BLE001 - unknown mode, missing judge, bad options
-        raise SystemExit(f"checker {name!r} is not available in this build yet or not configured here: {exc}") from None
+        return components.build("checker", components.group_spec("checker", name, **kwargs))
+    except Exception as exc:  # noqa: BLE001 - unknown name, missing judge, bad options
+        raise SystemExit(f"checker {name!r} is not available or not configured here: {exc}") from None
 
 
 def score_pairs(checker: Any, pairs: Sequence[tuple[str, str]], cache: Any = None) -> np.ndarray:
@@ -139,7 +148,7 @@ def score_pairs(checker: Any, pairs: Sequence[tuple[str, str]], cache: Any = Non
     if not pairs:
         return np.zeros(0)
     if not hasattr(checker, "score_pairs"):
-        return np.array([float(lab == "Entailment") for lab in check_pairs(checker, pairs, cache)])
+        return np.array([float(lab == ENTAILMENT) for lab in check_pairs(checker, pairs, cache)])
     try:
         return np.asarray(checker.score_pairs(list(pairs), cache=cache), dtype=float)
     except TypeError:

@@ -54,6 +54,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from experiments.meta_eval import common as C
+from ragsweep.evaluator.labels import ENTAILMENT
 from ragsweep.evaluator import trace as tr
 
 NAME = "ragbench"
@@ -138,14 +139,14 @@ def utilized_keys(checker: Any, rows: Sequence[dict[str, Any]], cache: Any = Non
     labels1 = _labels_unique(checker, pairs1, cache) if pairs1 else []
     pairs2, keys2 = [], []
     for (claim, _), (i, d), lab in zip(pairs1, where1, labels1):
-        if lab == "Entailment":
+        if lab == ENTAILMENT:
             for key, sent in docs[i][d]:
                 pairs2.append((claim, sent))
                 keys2.append((i, key))
     labels2 = _labels_unique(checker, pairs2, cache) if pairs2 else []
     out: list[dict[str, None]] = [{} for _ in rows]
     for (i, key), lab in zip(keys2, labels2):
-        if lab == "Entailment":
+        if lab == ENTAILMENT:
             out[i][key] = None
     order = [{k: n for n, (k, _) in enumerate(s for doc in d for s in doc)} for d in docs]
     return [sorted(o, key=order[i].__getitem__) for i, o in enumerate(out)]
@@ -315,7 +316,7 @@ def run(args: argparse.Namespace) -> str:
     C.set_threads(args.threads)
     cache = C.open_cache(args.cache)
     checker = C.checker_from_args(args)
-    offline = getattr(checker, "name", "") == "offline" and hasattr(checker, "features")
+    offline = hasattr(checker, "features") and hasattr(checker, "predict")  # a feature-based checker (offline)
 
     per: dict[str, dict[str, Any]] = {}
     if offline:

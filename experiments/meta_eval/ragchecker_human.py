@@ -33,6 +33,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from experiments.meta_eval import common as C
+from ragsweep.evaluator.labels import ENTAILMENT
 
 NAME = "ragchecker_human"
 HUMAN = "meta_eval_human_labeled_dev.json"
@@ -121,7 +122,7 @@ def checker_scores(checker: Any, instances: list[dict], cache: Any = None, unit:
     labels = C.check_pairs(checker, pairs, cache, kind="answer")  # response vs ground truth, as the evaluator
     acc: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
     for (i, m, k), p, lab in zip(slots, probs, labels):
-        acc[(i, m, k)].append((float(lab == "Entailment"), float(p)))
+        acc[(i, m, k)].append((float(lab == ENTAILMENT), float(p)))
     binary: dict[int, dict] = {}
     soft: dict[int, dict] = {}
     for inst in instances:

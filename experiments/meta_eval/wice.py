@@ -24,6 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from experiments.meta_eval import common as C
+from ragsweep.evaluator.labels import ENTAILMENT
 
 NAME = "wice"
 FILE = "oracle_chunks_claim_dev.jsonl"
@@ -62,7 +63,7 @@ def metrics(labels: list[str], score: np.ndarray, decision: np.ndarray | None) -
 def wice_cv(X: np.ndarray, y_chunk: np.ndarray, claims: "OrderedDict[str, list[int]]", features: Sequence[str],
             folds: int = 5) -> tuple[np.ndarray, np.ndarray]:
     """Chunk P and decision from heads fitted on the other folds' claims (deterministic folds)."""
-    from experiments.meta_eval.train_offline import fit_head, predict
+    from experiments.meta_eval.heads import fit_head, predict
 
     keys = list(claims)
     fold_of = {k: i % folds for i, k in enumerate(keys)}
@@ -94,14 +95,14 @@ def run(args: argparse.Namespace) -> str:
     pairs = [(it["claim"], C.wice_reference(it)) for it in items]
     rows = []
     name = args.checker
-    offline = getattr(checker, "name", "") == "offline" and hasattr(checker, "features")
+    offline = hasattr(checker, "features") and hasattr(checker, "predict")  # a feature-based checker (offline)
     if offline:
         X, _ = checker.features(pairs, cache)
         p = checker.predict(X)
         dec = p >= checker.threshold
         rows.append([f"**{name}** (head trained on RAGBench only; WiCE unseen), threshold {checker.threshold:.2f}"]
                     + metrics(labels, per_claim(claims, p), per_claim(claims, dec).astype(bool)))
-        from experiments.meta_eval.train_offline import FULL_FEATURES, LEX_FEATURES
+        from experiments.meta_eval.heads import FULL_FEATURES, LEX_FEATURES
 
         y_chunk = np.array([int(it["label"] == "supported") for it in items])
         if len(claims) >= 10:
@@ -111,7 +112,7 @@ def run(args: argparse.Namespace) -> str:
                         + metrics(labels, per_claim(claims, pc), per_claim(claims, dc).astype(bool)))
     else:
         p = C.score_pairs(checker, pairs, cache)
-        dec = np.array([lab == "Entailment" for lab in C.check_pairs(checker, pairs, cache)])
+        dec = np.array([lab == ENTAILMENT for lab in C.check_pairs(checker, pairs, cache)])
         rows.append([f"**{name}**"] + metrics(labels, per_claim(claims, p), per_claim(claims, dec).astype(bool)))
     tok = [C.content_overlap(it["claim"], C.wice_reference(it)) for it in items]
     rows.append(["token overlap (content-word recall of the claim)"] + metrics(labels, per_claim(claims, tok), None))

@@ -14,7 +14,7 @@ object]`` triplet, as in RAGChecker's output files). Two extractors share one in
   clauses (``", and"``, ``", but"``, ``" whereas "``, ...), keeping a split only when both sides
   have at least ``min_words`` words. Every claim is a substring of the text: ``text[s:e]`` for a
   span of :meth:`OfflineExtractor.spans`.
-- :class:`LLMExtractor` - through the judge (:class:`ragsweep.evaluator.judge.Judge`) with
+- :class:`~ragsweep.evaluator.llm_extractor.LLMExtractor` - through the judge (:class:`ragsweep.evaluator.judge.Judge`) with
   JSON-schema output ``{"claims": [...]}``; ``claim_format`` ``triplet`` (RefChecker) or
   ``sentence`` (RAGAS statements).
 
@@ -32,6 +32,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence, Union
 
+from ragsweep.evaluator.components import component_id
 from ragsweep.text import content_words, sentence_spans
 
 Claim = Union[str, list]
@@ -203,191 +204,23 @@ class OfflineExtractor:
         return [self.extract(t) for t in texts]
 
 
-# --------------------------------------------------------------------------------------------
-# LLM extractor
-# --------------------------------------------------------------------------------------------
-TRIPLET_PROMPT = """\
-Given a question and a text that answers it, extract every factual claim that the text makes, \
-as knowledge triplets [subject, predicate, object] (RefChecker style). Each triplet must stand \
-on its own: write names in full instead of pronouns. Do not add anything the text does not \
-say. If the text makes no factual claim, return an empty list.
 
-Example
-question: How long is the Nile?
-text: The Nile is about 6,650 km long. It flows through eleven countries.
-output: {{"claims": [["Nile", "is about", "6,650 km long"], ["Nile", "flows through", "eleven countries"]]}}
-
-question: {question}
-text: {text}
-
-Answer with a JSON object {{"claims": [[subject, predicate, object], ...]}} and nothing else."""
-
-# The RAGAS statement prompt (Es et al., 2023, sec. 3) with its demonstration and a JSON answer.
-SENTENCE_PROMPT = """\
-Given a question and answer, create one or more statements from each sentence in the given answer.
-
-Example
-question: How long is the Nile?
-answer: The Nile is about 6,650 km long and flows through eleven countries.
-output: {{"claims": ["The Nile is about 6,650 km long.", "The Nile flows through eleven countries."]}}
-
-question: {question}
-answer: {text}
-
-Each statement must stand on its own (no pronouns) and say only what the answer says. If the \
-answer makes no statement, return an empty list. Answer with a JSON object \
-{{"claims": [statement, ...]}} and nothing else."""
+_MOVED = ("LLMExtractor", "SENTENCE_PROMPT", "TRIPLET_PROMPT", "claims_schema", "parse_claims")
 
 
-def claims_schema(claim_format: str) -> dict[str, Any]:
-    if claim_format == "triplet":
-        item: dict[str, Any] = {
-            "type": "array",
-            "items": {"type": "string"},
-            "minItems": 3,
-            "maxItems": 3,
-        }
-    else:
-        item = {"type": "string"}
-    return {
-        "title": f"claims_{claim_format}",
-        "type": "object",
-        "properties": {"claims": {"type": "array", "items": item}},
-        "required": ["claims"],
-    }
+def __getattr__(name: str) -> Any:
+    """The LLM extractor lives in :mod:`ragsweep.evaluator.llm_extractor`; its old names here still work."""
+    if name in _MOVED:
+        from ragsweep.evaluator import llm_extractor
 
+        return getattr(llm_extractor, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-def parse_claims(text: str | None, claim_format: str) -> list[Claim] | None:
-    """The claims of a judge answer ``{"claims": [...]}``; None when it does not parse.
-
-    Triplets must be lists of three non-empty strings, statements non-empty strings; one bad
-    item makes the whole answer unparsable (it is retried, never half-used).
-    """
-    from ragsweep.evaluator.judge import parse_json_object
-
-    obj = parse_json_object(text)
-    if obj is None or not isinstance(obj.get("claims"), list):
-        return None
-    out: list[Claim] = []
-    for item in obj["claims"]:
-        if claim_format == "triplet":
-            if not (isinstance(item, list) and len(item) == 3 and all(isinstance(p, str) for p in item)):
-                return None
-            parts = [p.strip() for p in item]
-            if not all(parts):
-                return None
-            out.append(parts)
-        else:
-            if not isinstance(item, str) or not item.strip():
-                return None
-            out.append(item.strip())
-    return out
-
-
-class LLMExtractor:
-    """Claims extracted by the judge model, as triplets or statements (see the module doc)."""
-
-    @dataclass
-    class Config:
-        claim_format: str = "triplet"  # triplet | sentence
-        max_tokens: int = 512
-        use_question: bool = True  # show the question in the prompt (then it is part of the key)
-
-        def __post_init__(self) -> None:
-            if self.claim_format not in CLAIM_FORMATS:
-                raise ValueError(
-                    f"evaluator.extractor.claim_format must be one of {', '.join(CLAIM_FORMATS)}, "
-                    f"got {self.claim_format!r}"
-                )
-            _positive_int(self.max_tokens, "evaluator.extractor.max_tokens")
-            if not isinstance(self.use_question, bool):
-                raise ValueError(
-                    f"evaluator.extractor.use_question must be true or false, got {self.use_question!r}"
-                )
-
-    name = "llm"
-
-    def __init__(self, judge: Any = None, **kwargs: Any) -> None:
-        self.config = _config_from(self.Config, kwargs, "evaluator.extractor")
-        self.judge = judge
-        self.stats: Counter[str] = Counter()
-
-    def __repr__(self) -> str:
-        return f"LLMExtractor({self.config}, judge={self.judge!r})"
-
-    @property
-    def uses_question(self) -> bool:
-        return self.config.use_question
-
-    @property
-    def cache_id(self) -> dict[str, Any]:
-        if self.judge is None:
-            raise RuntimeError("LLMExtractor needs a judge (evaluator.judge)")
-        return {
-            "extractor": "llm",
-            "prompt_version": LLM_PROMPT_VERSION,
-            **asdict(self.config),
-            "judge": self.judge.identity,
-        }
-
-    def prompt(self, text: str, question: str | None) -> str:
-        template = TRIPLET_PROMPT if self.config.claim_format == "triplet" else SENTENCE_PROMPT
-        q = question if (self.config.use_question and question) else "(not given)"
-        return template.format(question=q, text=text)
-
-    def extract(self, text: str, question: str | None = None) -> list[Claim] | None:
-        return self.extract_many([text], [question])[0]
-
-    def extract_many(
-        self, texts: Sequence[str], questions: Sequence[str | None] | None = None
-    ) -> list[list[Claim] | None]:
-        """Claims per text; ``None`` where the judge failed (after its retries). A blank text
-        has no claims and costs no call."""
-        if self.judge is None:
-            raise RuntimeError("LLMExtractor needs a judge (evaluator.judge)")
-        from ragsweep.evaluator.judge import JudgeItem
-
-        questions = list(questions) if questions is not None else [None] * len(texts)
-        out: list[list[Claim] | None] = [None] * len(texts)
-        items, where = [], []
-        fmt = self.config.claim_format
-        for i, (text, q) in enumerate(zip(texts, questions)):
-            if not text or not text.strip():
-                out[i] = []
-                continue
-            items.append(
-                JudgeItem(
-                    messages=[("user", self.prompt(text, q))],
-                    schema=claims_schema(fmt),
-                    parse=lambda t, fmt=fmt: parse_claims(t, fmt),
-                    max_tokens=self.config.max_tokens,
-                )
-            )
-            where.append(i)
-        self.stats["extractions"] += len(items)
-        for i, claims in zip(where, self.judge.ask(items, desc="extracting claims")):
-            out[i] = claims
-        return out
 
 
 # --------------------------------------------------------------------------------------------
 # cached extraction
 # --------------------------------------------------------------------------------------------
-def component_id(component: Any) -> Any:
-    """What names an extractor or checker in cache keys: its ``cache_id``, else its class and
-    config."""
-    cid = getattr(component, "cache_id", None)
-    if cid is not None:
-        return cid
-    cls = type(component)
-    config = getattr(component, "config", None)
-    try:
-        config = asdict(config) if config is not None else None
-    except TypeError:
-        config = repr(config)
-    return {"class": f"{cls.__module__}.{cls.__qualname__}", "config": config}
-
-
 extractor_id = component_id
 
 
@@ -399,34 +232,34 @@ def extract_cached(
     stats: Counter | None = None,
 ) -> list[list[Claim] | None]:
     """Claims of every text, through the cache (stage ``"claims"``); identical (text, question)
-    inputs are extracted once. ``stats`` gets ``cache_hits`` and ``extractions``."""
-    from ragsweep.cache import Cache
+    inputs are extracted once. ``stats`` gets ``cache_hits``, ``extractions`` and
+    ``extraction_failures``."""
+    from ragsweep.cache import Cache, fetch
 
     stats = stats if stats is not None else Counter()
     questions = list(questions) if questions is not None else [None] * len(texts)
     use_q = bool(getattr(extractor, "uses_question", False))
-    eid = extractor_id(extractor) if cache is not None else None
     inputs = [(t, q if use_q else None) for t, q in zip(texts, questions)]
     unique = list(dict.fromkeys(inputs))
-    keys = {u: Cache.key("claims", eid, u[0], u[1]) for u in unique} if cache is not None else {}
-    found = cache.get_many("claims", keys.values()) if cache is not None else {}
-    result: dict[tuple, Any] = {u: found[keys[u]] for u in unique if cache is not None and keys[u] in found}
-    stats["cache_hits"] += len(result)
-    todo = [u for u in unique if u not in result]
-    if todo:
-        stats["extractions"] += len(todo)
+    if cache is not None:
+        eid = extractor_id(extractor)
+        keys = {u: Cache.key("claims", eid, u[0], u[1]) for u in unique}
+    else:
+        keys = {u: f"{u[0]}\x00{u[1]}" for u in unique}  # distinct inputs, nothing stored
+    done: list[tuple] = []
+
+    def compute(todo: list[tuple]) -> dict[tuple, Any]:
+        done.extend(todo)
         claims = extractor.extract_many([t for t, _ in todo], [q for _, q in todo])
         if len(claims) != len(todo):
             raise RuntimeError(f"{extractor!r} returned {len(claims)} results for {len(todo)} texts")
-        new = {}
-        for u, c in zip(todo, claims):
-            result[u] = c
-            if c is not None:
-                new[keys.get(u)] = c
-            else:
-                stats["extraction_failures"] += 1
-        if cache is not None and new:
-            cache.put_many("claims", new)
+        return dict(zip(todo, claims))
+
+    result = fetch(cache, "claims", keys, compute, keep=lambda c: c is not None) if unique else {}
+    stats["cache_hits"] += len(unique) - len(done)
+    if done:
+        stats["extractions"] += len(done)
+        stats["extraction_failures"] += sum(1 for u in done if result[u] is None)
     return [copy.deepcopy(result[u]) for u in inputs]
 
 

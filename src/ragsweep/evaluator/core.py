@@ -10,12 +10,10 @@
 ``Evaluator.Config`` is the YAML schema (validated before any work starts):
 
 - ``name``: offline | llm | nli | none (``none`` turns evaluation off), or any label.
-- ``extractor``: ``offline`` / ``llm``, or a mapping ``{mode: offline|llm, ...options}`` (LLM:
-  ``claim_format: triplet|sentence``, ``max_tokens``, ``use_question``; offline:
-  ``split_clauses``, ``min_words``) or ``{_target_: ..., ...}``.
-- ``checker``: ``offline`` / ``llm`` / ``nli``, or ``{mode: ..., ...options}`` or
-  ``{_target_: ragsweep.evaluator.offline.OfflineChecker, ...}`` (Hydra may hand the object
-  already built).
+- ``extractor``, ``checker``: members of the config groups ``evaluator/extractor`` and
+  ``evaluator/checker`` (one YAML file each, a ``_target_`` to a class with one contract:
+  :mod:`ragsweep.evaluator.components`), chosen in the evaluator's defaults list. In Python: a
+  built object, a mapping with ``_target_``, or the name of a YAML file of the group.
 - ``judge``: null, or the judge's own server and sampling
   (:class:`ragsweep.evaluator.judge.Judge.Config`): ``server: {_target_: ...LlamaCppServer |
   ...ExternalServer | ...VLLMServer, ...}``, ``model``, ``temperature``, ``max_tokens``, ``seed``,
@@ -29,75 +27,22 @@
 - ``ragas``: compute RAGAS (LLM variants with a judge, embedding substitutes without one);
   ``embedding_model``, ``context_threshold``, ``n_questions``.
 
-Metric names: see :mod:`ragsweep.evaluator.pipeline`.
+Metric names: the registry, :mod:`ragsweep.metrics` (counters: :mod:`ragsweep.evaluator.pipeline`).
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from ragsweep.evaluator.claims import LLMExtractor, OfflineExtractor
-from ragsweep.evaluator.judge import Judge, LLMChecker, _plain
-from ragsweep.evaluator.pipeline import TRACE_ATTRIBUTIONS, TRACE_MODES, build_checker, build_extractor, evaluate_records
+from ragsweep.evaluator import components
+from ragsweep.evaluator.components import plain
+from ragsweep.evaluator.judge import Judge
+from ragsweep.evaluator.pipeline import evaluate_records
+from ragsweep.evaluator.trace_steps import TRACE_ATTRIBUTIONS, TRACE_MODES, AnnotatorTrace, EntailmentTrace
 
 log = logging.getLogger(__name__)
-
-CHECKER_MODES = ("offline", "llm", "nli")
-EXTRACTOR_MODES = ("offline", "llm")
-
-
-def _validate_target(spec: Mapping[str, Any], prefix: str) -> None:
-    from hydra.utils import get_class
-
-    from ragsweep.retriever.base import build_config
-
-    target = spec["_target_"]
-    try:
-        cls = get_class(target)
-    except Exception as exc:  # noqa: BLE001 - hydra raises several kinds
-        raise ValueError(f"{prefix}._target_: cannot import {target!r} ({exc})") from None
-    schema = getattr(cls, "Config", None)
-    if schema is not None:
-        build_config(schema, {k: v for k, v in spec.items() if not str(k).startswith("_")}, prefix)
-
-
-def _check_component(spec: Any, prefix: str, modes: Sequence[str]) -> str | None:
-    """Validate an extractor/checker spec; return its mode (None for a _target_ or an object)."""
-    from ragsweep.retriever.base import build_config
-
-    spec = _plain(spec)
-    if isinstance(spec, str):
-        spec = {"mode": spec}
-    if isinstance(spec, Mapping):
-        if "_target_" in spec:
-            _validate_target(spec, prefix)
-            target = str(spec["_target_"])
-            return "llm" if target.endswith((".LLMChecker", ".LLMExtractor")) else None
-        opts = dict(spec)
-        mode = opts.pop("mode", "offline")
-        if mode not in modes:
-            raise ValueError(f"{prefix}.mode must be one of {', '.join(modes)}, got {mode!r}")
-        schema = {
-            ("evaluator.extractor", "offline"): OfflineExtractor.Config,
-            ("evaluator.extractor", "llm"): LLMExtractor.Config,
-            ("evaluator.checker", "llm"): LLMChecker.Config,
-        }.get((prefix, mode))
-        if schema is None and prefix == "evaluator.checker":
-            if mode == "nli":
-                from ragsweep.evaluator.nli import NLIChecker
-
-                schema = NLIChecker.Config
-            else:
-                from ragsweep.evaluator.offline import OfflineChecker
-
-                schema = OfflineChecker.Config
-        build_config(schema, opts, prefix)
-        return mode
-    if spec is None:
-        return "offline"
-    return "llm" if getattr(spec, "judge", False) is None else None  # an object built by Hydra
 
 
 class Evaluator:
@@ -106,8 +51,8 @@ class Evaluator:
     @dataclass
     class Config:
         name: str = "offline"
-        extractor: Any = field(default_factory=lambda: {"mode": "offline"})
-        checker: Any = "offline"
+        extractor: Any = "offline"  # evaluator/extractor/<name>.yaml, a {_target_: ...} mapping or an object
+        checker: Any = "offline"  # evaluator/checker/<name>.yaml, a {_target_: ...} mapping or an object
         judge: Any = None
         trace_mode: str = "entailment"
         trace_attribution: str = "cover"
@@ -145,9 +90,9 @@ class Evaluator:
             n = self.n_questions
             if isinstance(n, bool) or not isinstance(n, int) or n < 1:
                 raise ValueError(f"evaluator.n_questions must be an integer >= 1, got {n!r}")
-            ex_mode = _check_component(self.extractor, "evaluator.extractor", EXTRACTOR_MODES)
-            ck_mode = _check_component(self.checker, "evaluator.checker", CHECKER_MODES)
-            judge = _plain(self.judge)
+            for group in ("extractor", "checker"):
+                components.validate(group, getattr(self, group))
+            judge = plain(self.judge)
             if judge is not None and not isinstance(judge, Judge):
                 if not isinstance(judge, Mapping):
                     raise ValueError(f"evaluator.judge must be a mapping or null, got {judge!r}")
@@ -156,8 +101,8 @@ class Evaluator:
                 build_config(Judge.Config, dict(judge), "evaluator.judge")
             needs = [
                 what for what, yes in (
-                    ("extractor mode llm", ex_mode == "llm"),
-                    ("checker mode llm", ck_mode == "llm"),
+                    ("the extractor", components.needs_judge("extractor", self.extractor)),
+                    ("the checker", components.needs_judge("checker", self.checker)),
                     ("trace_mode annotator", self.trace_mode == "annotator"),
                 ) if yes
             ]
@@ -182,26 +127,37 @@ class Evaluator:
         stopped before this returns, also on error."""
         if not self.enabled:
             return [dict(r) for r in records], {}
-        cfg = self.config
-        judge = Judge.from_spec(cfg.judge)
+        judge = Judge.from_spec(self.config.judge)
         try:
-            return evaluate_records(
-                records,
-                extractor=build_extractor(cfg.extractor, judge),
-                checker=build_checker(cfg.checker, judge),
-                cache=cache,
-                trace_mode=cfg.trace_mode,
-                trace_attribution=cfg.trace_attribution,
-                ragas=cfg.ragas,
-                judge=judge,
-                prune=cfg.prune,
-                context_threshold=cfg.context_threshold,
-                n_questions=cfg.n_questions,
-                embedding_model=cfg.embedding_model,
-            )
+            return evaluate_records(records, cache=cache, **self.parts(judge, cache))
         finally:
             if judge is not None:
                 judge.close()
+
+    def parts(self, judge: Any = None, cache: Any = None) -> dict[str, Any]:
+        """The built steps of one evaluation: ``extractor``, ``checker``, ``trace``, ``ragas``."""
+        from ragsweep.evaluator.annotator import TraceAnnotator
+        from ragsweep.evaluator.ragas import Embedder, Ragas
+
+        cfg = self.config
+        if cfg.trace_mode == "annotator":
+            if judge is None:
+                raise components.EvaluatorConfigError("evaluator.trace_mode annotator needs a judge: set evaluator.judge")
+            trace: Any = AnnotatorTrace(TraceAnnotator(judge))
+        elif cfg.trace_mode == "entailment":
+            trace = EntailmentTrace(attribution=cfg.trace_attribution, prune=cfg.prune)
+        else:
+            trace = None
+        ragas = None
+        if cfg.ragas:
+            ragas = Ragas(judge=judge, embedder=Embedder(model=cfg.embedding_model, cache=cache),
+                          n_questions=cfg.n_questions, context_threshold=cfg.context_threshold)
+        return {
+            "extractor": components.build("extractor", cfg.extractor, judge),
+            "checker": components.build("checker", cfg.checker, judge),
+            "trace": trace,
+            "ragas": ragas,
+        }
 
 
 __all__ = ["Evaluator"]

@@ -25,22 +25,11 @@ from dataclasses import asdict, dataclass
 from typing import Any, Mapping, Sequence
 
 from ragsweep.errors import ConfigError
+from ragsweep.evaluator.labels import ALIASES, ENTAILMENT, NOT_ENTAILMENT_ALIASES
 
 log = logging.getLogger(__name__)
 
-_NAMES = {
-    "entailment": "Entailment",
-    "entail": "Entailment",
-    "entailed": "Entailment",
-    "neutral": "Neutral",
-    "contradiction": "Contradiction",
-    "contradict": "Contradiction",
-    "contradicted": "Contradiction",
-    "not_entailment": "Neutral",
-    "non_entailment": "Neutral",
-    "not entailment": "Neutral",
-    "non-entailment": "Neutral",
-}
+_NAMES = {**ALIASES, **NOT_ENTAILMENT_ALIASES}
 
 
 class NLIModelError(ConfigError, ValueError):
@@ -65,7 +54,7 @@ def label_order(id2label: Mapping[Any, str], model: str = "") -> list[str]:
                 f"{{0: contradiction, 1: entailment, 2: neutral}}"
             )
         out.append(lab)
-    if "Entailment" not in out:
+    if ENTAILMENT not in out:
         raise NLIModelError(f"evaluator.checker.model {model!r}: no entailment class in id2label {names}")
     return out
 

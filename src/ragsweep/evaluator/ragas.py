@@ -103,24 +103,17 @@ class Embedder:
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """``(len(texts), dim)`` float32, each row L2-normalised."""
         texts = [str(t) for t in texts]
+        from ragsweep.evaluator.embeddings import embed_cached
+
         unique = list(dict.fromkeys(texts))
-        vecs: dict[str, np.ndarray] = {}
-        keys: dict[str, str] = {}
-        cache = self.cache
-        if cache is not None and unique:
-            keys = {t: cache.key("embeddings", self.model_key, t) for t in unique}
-            found = cache.get_many("embeddings", keys.values())
-            vecs = {t: np.asarray(found[keys[t]], dtype=np.float32) for t in unique if keys[t] in found}
-        todo = [t for t in unique if t not in vecs]
-        self.stats["cached"] += len(unique) - len(todo)
-        self.stats["encoded"] += len(todo)
-        if todo:
+
+        def encode(todo: list[str]) -> Any:
             model = _load_sentence_transformer(self.model, self.device)
-            emb = model.encode(todo, batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False)
-            new = dict(zip(todo, np.asarray(emb, dtype=np.float32)))
-            vecs.update(new)
-            if cache is not None:
-                cache.put_many("embeddings", {keys[t]: v for t, v in new.items()})
+            return model.encode(todo, batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False)
+
+        vecs, n_cached = embed_cached(self.cache, self.model_key, unique, encode)
+        self.stats["cached"] += n_cached
+        self.stats["encoded"] += len(unique) - n_cached
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         out = np.stack([vecs[t] for t in texts]).astype(np.float32)
@@ -204,22 +197,20 @@ class Ragas:
 
     def _judge_cached(self, kind: str, items: list[tuple[Any, Any]], cache: Any, stats: Counter) -> list[Any]:
         """``items``: (key parts, JudgeItem); parsed results through the cache (stage "ragas")."""
-        from ragsweep.cache import Cache
+        from ragsweep.cache import Cache, fetch
 
         jid = {"ragas": kind, "prompt_version": PROMPT_VERSION, "judge": self.judge.identity}
-        keys = [Cache.key("ragas", jid, parts) for parts, _ in items]
-        found = cache.get_many("ragas", keys) if cache is not None else {}
-        stats["cache_hits"] += sum(1 for k in dict.fromkeys(keys) if k in found)
-        todo: dict[str, int] = {}
-        for i, k in enumerate(keys):
-            if k not in found and k not in todo:
-                todo[k] = i
-        answers = self.judge.ask([items[i][1] for i in todo.values()], desc=f"RAGAS {kind}") if todo else []
-        new = {k: a for k, a in zip(todo, answers) if a is not None}
-        if cache is not None and new:
-            cache.put_many("ragas", new)
-        got = {**found, **new}
-        return [got.get(k) for k in keys]
+        keys = {i: Cache.key("ragas", jid, parts) for i, (parts, _) in enumerate(items)}
+        asked = 0
+
+        def compute(todo: list[int]) -> dict[int, Any]:
+            nonlocal asked
+            asked += len(todo)
+            return dict(zip(todo, self.judge.ask([items[i][1] for i in todo], desc=f"RAGAS {kind}")))
+
+        got = fetch(cache, "ragas", keys, compute, keep=lambda a: a is not None) if items else {}
+        stats["cache_hits"] += len(set(keys.values())) - asked
+        return [got.get(i) for i in range(len(items))]
 
     def score(self, examples: Sequence[Mapping[str, Any]], cache: Any = None,
               stats: Counter | None = None) -> list[dict[str, Any]]:

@@ -46,8 +46,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-ENTAILMENT = "Entailment"
-LABELS = ("Entailment", "Neutral", "Contradiction")
+from ragsweep.evaluator.labels import ENTAILMENT, LABELS  # noqa: F401 - re-exported
 
 MATRIX_FIELDS = ("answer2response", "response2answer", "retrieved2response", "retrieved2answer")
 

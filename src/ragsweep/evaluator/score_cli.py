@@ -5,8 +5,12 @@
 
 When every record of INPUT already holds its claims and entailment matrices (a RAGChecker or
 ragsweep output file), the metrics are recomputed from them with no model call. Otherwise the
-records go through ``ragsweep.evaluator.pipeline.evaluate_records`` (claim extraction and
-checking) first. The overall metrics are printed to stdout as JSON; ``-o`` writes the output file
+records go through the evaluator (``ragsweep.evaluator.core.Evaluator``: claim extraction and
+checking) first. ``--checker NAME`` / ``--extractor NAME`` name a YAML file of the config groups
+``conf/evaluator/checker`` / ``conf/evaluator/extractor`` (the choices are those files).
+``--base-url`` gives the judge for a component that needs one; ``--model`` names the judge's
+model there, and sets the ``model`` option of a checker that has one and needs no judge (the NLI
+model, or the offline checker's embedding model). The overall metrics are printed to stdout as JSON; ``-o`` writes the output file
 (RAGChecker output schema: each result with its ``metrics``, plus the top-level ``metrics``).
 
 Exit status: 0 done, 2 bad command line or malformed input (one line on stderr naming the file
@@ -34,43 +38,55 @@ PROG = "ragsweep-score"
 
 
 def _parser() -> argparse.ArgumentParser:
+    from ragsweep.evaluator.components import names
+
     ap = argparse.ArgumentParser(
         prog=PROG,
         description="RAGChecker metrics of a RAGChecker input or output JSON file.",
     )
     ap.add_argument("input", metavar="INPUT.json", help='{"results": [...]} in RAGChecker schema')
     ap.add_argument("-o", "--output", metavar="OUTPUT.json", help="write the scored records here")
-    ap.add_argument("--checker", choices=("offline", "llm", "nli"), default="offline",
-                    help="entailment checker for records without matrices (default: offline)")
-    ap.add_argument("--extractor", choices=("offline", "llm"), default="offline",
-                    help="claim extractor for records without claims (default: offline)")
-    ap.add_argument("--base-url", help="OpenAI-compatible server for --checker/--extractor llm")
-    ap.add_argument("--model", help="model name for --checker/--extractor llm or nli")
+    ap.add_argument("--checker", choices=names("checker"), default="offline",
+                    help="entailment checker (conf/evaluator/checker/NAME.yaml) for records without matrices")
+    ap.add_argument("--extractor", choices=names("extractor"), default="offline",
+                    help="claim extractor (conf/evaluator/extractor/NAME.yaml) for records without claims")
+    ap.add_argument("--base-url", help="OpenAI-compatible server for a checker/extractor that needs a judge")
+    ap.add_argument("--model", help="the judge's model name, or the checker's model (nli, offline)")
     return ap
 
 
+def evaluator_spec(args: argparse.Namespace) -> dict[str, Any]:
+    """The evaluator's options for these arguments (the groups' YAML files, loaded)."""
+    from ragsweep.evaluator.components import group_spec, needs_judge
+
+    checker = group_spec("checker", args.checker)
+    extractor = group_spec("extractor", args.extractor)
+    if args.model is not None and "model" in checker and not needs_judge("checker", checker):
+        checker["model"] = args.model
+    judge = None
+    if args.base_url is not None:
+        judge = {"base_url": args.base_url, "model": args.model}
+    return {"name": "score", "extractor": extractor, "checker": checker, "judge": judge}
+
+
 def _run_pipeline(records: list[dict], args: argparse.Namespace) -> list[dict]:
-    """Extract claims and check them with the evaluator pipeline (imported only when needed)."""
-    module_name = "ragsweep.evaluator.pipeline"
+    """Extract claims and check them with the evaluator (imported only when needed)."""
+    module_name = "ragsweep.evaluator.core"
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as e:
         if e.name != module_name:
-            raise  # the pipeline exists but one of its own imports is missing: show that
+            raise  # the evaluator exists but one of its own imports is missing: show that
         raise RagsweepError(
             f"{args.input}: the records have no claims/entailment matrices, and the claim "
-            f"extraction and checking pipeline ({module_name}.evaluate_records) is not "
+            f"extraction and checking evaluator ({module_name}.Evaluator) is not "
             "available; give a file that already holds claims and matrices"
         ) from None
-    evaluate_records = getattr(module, "evaluate_records", None)
-    if evaluate_records is None:
-        raise RagsweepError(f"{module_name} has no function evaluate_records")
-    options: dict[str, Any] = {"extractor": args.extractor, "checker": args.checker}
-    if args.base_url is not None:
-        options["base_url"] = args.base_url
-    if args.model is not None:
-        options["model"] = args.model
-    scored, _metrics = evaluate_records(records, **options)  # (records, aggregate metrics)
+    try:
+        evaluator = module.Evaluator(**evaluator_spec(args))
+    except ValueError as e:
+        raise RagsweepError(str(e)) from None
+    scored, _metrics = evaluator.evaluate(records)  # (records, aggregate metrics)
     return list(scored)
 
 

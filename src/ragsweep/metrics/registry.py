@@ -15,9 +15,10 @@ output schema plus ragsweep's fields); NaN where the metric is undefined for tha
 from __future__ import annotations
 
 import importlib
+import math
 import pkgutil
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 PerQuestion = Callable[[dict[str, Any]], float]
 
@@ -76,3 +77,24 @@ def all_metrics(family: str | None = None) -> Iterator[Metric]:
     for m in sorted(_REGISTRY.values(), key=lambda m: m.name):
         if family is None or m.family == family:
             yield m
+
+
+def values(metric: Metric, records: Iterable[dict[str, Any]]) -> list[float]:
+    """``metric``'s per-question values of ``records`` (NaN where undefined)."""
+    if metric.per_question is None:
+        raise ValueError(f"metric {metric.name!r} has no per-question function")
+    return [float(metric.per_question(r)) for r in records]
+
+
+def mean(vals: Iterable[float]) -> float:
+    """Mean of the defined values (NaN skipped), summed in order; NaN when none is defined."""
+    kept = [v for v in vals if not math.isnan(v)]
+    return sum(kept) / len(kept) if kept else float("nan")
+
+
+def aggregate(records: Sequence[dict[str, Any]], families: Iterable[str]) -> dict[str, float]:
+    """The aggregate of every registered metric of ``families`` that has a per-question function:
+    the mean of its per-question values over ``records`` (NaN skipped; NaN when none)."""
+    wanted = set(families)
+    return {m.name: mean(values(m, records)) for m in all_metrics()
+            if m.family in wanted and m.per_question is not None}

@@ -1,0 +1,95 @@
+"""Labels for (claim, reference) pairs through the shared cache: stage ``"entailment"``, key =
+(checker id[, reference kind], claim text, reference). Only successful labels are stored."""
+
+from __future__ import annotations
+
+import inspect
+from collections import Counter
+from typing import Any, Sequence
+
+from ragsweep.cache import Cache, fetch
+from ragsweep.evaluator.components import component_id
+from ragsweep.evaluator.labels import LABELS, NEUTRAL
+
+checker_id = component_id  # the same identity rule as extractors
+
+
+def kinded(checker: Any, kind: str) -> bool:
+    """Whether ``checker`` labels ``kind`` references differently (its ``reference_kinds``)."""
+    return kind != "context" and kind in (getattr(checker, "reference_kinds", None) or ())
+
+
+def call_checker(checker: Any, pairs: list[tuple[str, str]], cache: Any, kind: str = "context") -> list[Any]:
+    """``checker.check_pairs`` with the optional ``cache`` / ``kind`` it takes; the labels checked."""
+    fn = checker.check_pairs
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # pragma: no cover
+        params = {}
+    kw: dict[str, Any] = {"cache": cache} if "cache" in params else {}
+    if kinded(checker, kind):
+        kw["kind"] = kind
+    labels = list(fn(pairs, **kw))
+    if len(labels) != len(pairs):
+        raise RuntimeError(f"{checker!r} returned {len(labels)} labels for {len(pairs)} pairs")
+    for lab in labels:
+        if lab is not None and lab not in LABELS:
+            raise ValueError(f"{checker!r} returned the label {lab!r}; expected one of {LABELS} or None")
+    return labels
+
+
+def check_cached(
+    checker: Any,
+    pairs: Sequence[tuple[str, str]],
+    cache: Any = None,
+    stats: Counter | None = None,
+    memo: dict | None = None,
+    kind: str = "context",
+) -> list[str | None]:
+    """A label per (claim, reference) pair; identical pairs are checked once, cached ones never.
+
+    ``stats`` gets ``cache_hits``, ``checks`` (pairs sent to the checker) and ``check_failures``.
+    ``memo``: labels already known in this run (updated), so that a pair asked again in a later
+    round (a one-sentence chunk is also its own sentence) costs nothing. ``kind``: the references
+    are retrieved ``context`` or ``answer`` texts; a checker that tells them apart
+    (``reference_kinds``, the offline checker's two thresholds) gets it, and its answer labels are
+    cached and memoised apart.
+    """
+    stats = stats if stats is not None else Counter()
+    is_kinded = kinded(checker, kind)
+    memo = {} if is_kinded or memo is None else memo
+    pairs = [(str(c), str(r)) for c, r in pairs]
+    result: dict[tuple[str, str], Any] = {}
+    todo = []
+    for p in dict.fromkeys(pairs):
+        if not p[1].strip():
+            result[p] = NEUTRAL  # an empty reference entails nothing
+        elif p in memo:
+            result[p] = memo[p]
+        else:
+            todo.append(p)
+    if todo:
+        if cache is not None:
+            cid = checker_id(checker)
+            extra = (f"kind={kind}",) if is_kinded else ()
+            keys = {p: Cache.key("entailment", cid, *extra, p[0], p[1]) for p in todo}
+        else:
+            keys = {p: f"{p[0]}\x00{p[1]}" for p in todo}  # distinct pairs, nothing stored
+        checked: list[tuple[str, str]] = []
+
+        def compute(missing: list[tuple[str, str]]) -> dict[tuple[str, str], Any]:
+            checked.extend(missing)
+            return dict(zip(missing, call_checker(checker, missing, cache, kind)))
+
+        got = fetch(cache, "entailment", keys, compute, keep=lambda lab: lab is not None)
+        stats["cache_hits"] += len(todo) - len(checked)
+        stats["checks"] += len(checked)
+        stats["check_failures"] += sum(1 for p in checked if got[p] is None)
+        for p in todo:
+            result[p] = got[p]
+            if got[p] is not None:
+                memo[p] = got[p]
+    return [result[p] for p in pairs]
+
+
+__all__ = ["call_checker", "check_cached", "checker_id", "kinded"]
