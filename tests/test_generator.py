@@ -391,4 +391,4 @@ def test_build_client_uses_config_and_sends_key_from_env(compose_cfg, tmp_path, 
         assert body["seed"] == 0
         assert fake.headers[-1]["authorization"] == "Bearer sk-very-secret"
     assert "sk-very-secret" not in caplog.text and "sk-very-secret" not in repr(client)
-    assert client.concurrency == 2 and client.max_retries == 3
+    assert client.concurrency == 1 and client.max_retries == 3  # the llamacpp generator config: one request at a time

@@ -166,7 +166,6 @@ def test_llamacpp_command_line():
         assert argv[argv.index(flag) + 1] == value
     assert argv[-2:] == ["--verbose", "False"]
     assert srv.cache_identity["model_file"] == "SmolLM2-135M-Instruct.Q4_1.gguf"
-    assert LlamaCppServer().n_threads == max(1, (os.cpu_count() or 2) // 2)
 
 
 # -- a server that crashes: a real child process killed by a signal ---------------------------------

@@ -22,8 +22,9 @@ _DESCRIPTIONS = {
     "self_knowledge": "share of response claims that are correct but entailed by no chunk",
     "faithfulness": "share of response claims entailed by some retrieved chunk",
 }
-#: lower is better for these
-_LOWER = frozenset({"noise_sensitivity_in_relevant", "noise_sensitivity_in_irrelevant", "hallucination"})
+#: lower is better for these (RAGChecker Table 3's arrows; self-knowledge: lower is better "when the
+#: generator is expected to fully depend on retrieved context only", Sec. 3.3)
+_LOWER = frozenset({"noise_sensitivity_in_relevant", "noise_sensitivity_in_irrelevant", "hallucination", "self_knowledge"})
 
 
 def _per_question(name: str) -> Callable[[dict[str, Any]], float]:
@@ -39,7 +40,7 @@ for _group, _names in rcm.METRIC_GROUPS.items():
         register(Metric(
             name=f"ragchecker/{_group}/{_name}",
             scale=100.0,
-            higher_is_better=None if _name == "self_knowledge" else _name not in _LOWER,
+            higher_is_better=_name not in _LOWER,
             needs_gt=_name not in rcm.GT_FREE,
             per_question=_per_question(_name),
             family="ragchecker",
