@@ -32,6 +32,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
+from ragsweep.evaluator.components import plain
 from ragsweep.evaluator.labels import LABELS, normalize_label
 
 log = logging.getLogger(__name__)
@@ -69,19 +70,6 @@ def parse_json_object(text: str | None) -> dict | None:
         except json.JSONDecodeError:
             return None
     return obj if isinstance(obj, dict) else None
-
-
-def _plain(value: Any) -> Any:
-    """DictConfig/ListConfig (possibly holding objects Hydra instantiated) -> dict/list."""
-    try:
-        from omegaconf import DictConfig, ListConfig
-    except ImportError:  # pragma: no cover
-        return value
-    if isinstance(value, DictConfig):
-        return {str(k): _plain(value[k]) for k in value}
-    if isinstance(value, ListConfig):
-        return [_plain(v) for v in value]
-    return value
 
 
 def _bad(name: str, why: str, value: Any) -> ValueError:
@@ -124,7 +112,7 @@ class Judge:
         structured_output: bool = True
 
         def __post_init__(self) -> None:
-            self.server = _plain(self.server)
+            self.server = plain(self.server)
             if self.server is None and not self.base_url:
                 raise ValueError(
                     "evaluator.judge.server must be a server spec with a _target_ "
@@ -167,7 +155,7 @@ class Judge:
         """A Judge from ``evaluator.judge`` (None, a mapping/DictConfig, or a Judge)."""
         if spec is None or isinstance(spec, Judge):
             return spec
-        spec = _plain(spec)
+        spec = plain(spec)
         if not isinstance(spec, Mapping):
             raise ValueError(f"evaluator.judge must be a mapping or null, got {type(spec).__name__}")
         return cls(**dict(spec))
