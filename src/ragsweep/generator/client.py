@@ -16,13 +16,15 @@
 
 A request that still fails after its retries becomes ``ChatResult(text=None, error=...)``,
 is counted in ``stats["failures"]`` and logged -- never raised, never turned into text.
+
+The request and result types, ``extract_answer`` and ``parse_retry_after`` live in
+:mod:`ragsweep.generator.requests` and are re-exported here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import email.utils
 import hashlib
 import json
 import logging
@@ -31,11 +33,35 @@ import threading
 import time
 import weakref
 from collections import Counter
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 from urllib.parse import urlsplit
 
 from ragsweep.cache import Cache, afetch
+from ragsweep.generator.requests import (  # re-exported: the import paths of before the split
+    STRUCTURED_MODES,
+    ChatRequest,
+    ChatResult,
+    Message,
+    _Final,
+    _FormatRejected,
+    _Retryable,
+    _short,
+    extract_answer,
+    parse_retry_after,
+    response_format_for,
+)
+
+__all__ = [
+    "STRUCTURED_MODES",
+    "ChatClient",
+    "ChatRequest",
+    "ChatResult",
+    "Message",
+    "extract_answer",
+    "parse_retry_after",
+    "response_format_for",
+]
 
 log = logging.getLogger(__name__)
 
@@ -44,167 +70,6 @@ def _openai():  # noqa: ANN202 - the openai package takes seconds to import: onl
     import openai
 
     return openai
-
-Message = tuple[str, str]
-STRUCTURED_MODES = ("json_schema", "json_object", "text")
-
-
-# --------------------------------------------------------------------------------------------
-# requests and results
-# --------------------------------------------------------------------------------------------
-def _freeze_messages(messages: Any) -> tuple[Message, ...]:
-    if isinstance(messages, str):
-        return (("user", messages),)
-    out = []
-    for m in messages:
-        if isinstance(m, Mapping):
-            role, content = m["role"], m["content"]
-        else:
-            role, content = m
-        if not isinstance(role, str) or not isinstance(content, str):
-            raise TypeError(f"a chat message is (role: str, content: str), got {m!r}")
-        out.append((role, content))
-    if not out:
-        raise ValueError("a chat request needs at least one message")
-    return tuple(out)
-
-
-@dataclass(frozen=True)
-class ChatRequest:
-    """One chat completion, in a form that is hashable and serialisable for cache keys.
-
-    ``messages`` may be given as a string (one user message), ``(role, content)`` pairs or
-    ``{"role", "content"}`` dicts; it is stored as a tuple of pairs. ``response_format`` is a
-    JSON schema for structured output (or a full OpenAI ``response_format`` dict whose
-    ``type`` is ``json_schema``/``json_object``/``text``).
-    """
-
-    messages: tuple[Message, ...]
-    temperature: float = 0.0
-    max_tokens: int = 256
-    seed: int | None = 0
-    response_format: dict | None = None
-    stop: tuple[str, ...] | None = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "messages", _freeze_messages(self.messages))
-        if self.stop is not None:
-            stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
-            object.__setattr__(self, "stop", stop or None)
-        if self.response_format is not None and not isinstance(self.response_format, Mapping):
-            raise TypeError("response_format is a JSON schema (a dict)")
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
-        if self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
-
-    @classmethod
-    def user(cls, prompt: str, system: str | None = None, **kw: Any) -> "ChatRequest":
-        msgs = ([("system", system)] if system else []) + [("user", prompt)]
-        return cls(tuple(msgs), **kw)
-
-    def key_fields(self) -> dict[str, Any]:
-        """Plain data that identifies this request (what the cache key hashes)."""
-        d = asdict(self)
-        d["messages"] = [list(m) for m in self.messages]
-        d["stop"] = list(self.stop) if self.stop else None
-        return d
-
-    def message_dicts(self) -> list[dict[str, str]]:
-        return [{"role": r, "content": c} for r, c in self.messages]
-
-    def __hash__(self) -> int:  # response_format is a dict: hash the canonical JSON instead
-        return hash(json.dumps(self.key_fields(), sort_keys=True, default=str))
-
-
-@dataclass
-class ChatResult:
-    text: str | None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached: bool = False
-    error: str | None = None
-    seconds: float = 0.0
-    finish_reason: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and self.text is not None
-
-
-# --------------------------------------------------------------------------------------------
-# answer extraction
-# --------------------------------------------------------------------------------------------
-def extract_answer(text: str | None, tag: str = "answer") -> str:
-    """What stands inside ``<tag>...</tag>``.
-
-    The last complete pair wins; with only an opening tag, the text after the last one; with
-    only a closing tag, the text before it; with no tag, the whole text. Always stripped.
-    """
-    if not text:
-        return ""
-    t = re.escape(tag)
-    pairs = re.findall(rf"<{t}\s*>(.*?)</{t}\s*>", text, flags=re.DOTALL | re.IGNORECASE)
-    if pairs:
-        return pairs[-1].strip()
-    opens = list(re.finditer(rf"<{t}\s*>", text, flags=re.IGNORECASE))
-    if opens:
-        return text[opens[-1].end() :].strip()
-    close = re.search(rf"</{t}\s*>", text, flags=re.IGNORECASE)
-    if close:
-        return text[: close.start()].strip()
-    return text.strip()
-
-
-# --------------------------------------------------------------------------------------------
-# retry policy
-# --------------------------------------------------------------------------------------------
-class _Final(Exception):
-    """A failure that retrying cannot fix."""
-
-
-class _Retryable(Exception):
-    def __init__(self, message: str, retry_after: float | None = None):
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class _FormatRejected(Exception):
-    """The server answered 400/422 to a request that carried response_format."""
-
-
-def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or HTTP date)."""
-    if not headers:
-        return None
-    ms = headers.get("retry-after-ms")
-    if ms is not None:
-        try:
-            v = float(ms) / 1000.0
-            if v >= 0:
-                return v
-        except ValueError:
-            pass
-    ra = headers.get("retry-after")
-    if ra is None:
-        return None
-    try:
-        v = float(ra)
-        return v if v >= 0 else None
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(ra)
-    except (TypeError, ValueError):
-        return None
-    if when is None:
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-def _short(exc: BaseException, limit: int = 300) -> str:
-    s = str(exc).replace("\n", " ")
-    return s if len(s) <= limit else s[:limit] + "..."
 
 
 def _is_loopback(base_url: str) -> bool:
@@ -341,30 +206,6 @@ class ChatClient:
                 self.stats[k] += v
 
     # -- one HTTP attempt --------------------------------------------------------------------
-    def _response_format(self, req: ChatRequest, mode: str) -> dict | None:
-        """The ``response_format`` to send for ``req`` in structured ``mode`` (None: send none)."""
-        rf = req.response_format
-        if rf is None or mode == "text":
-            return None
-        kind = rf.get("type")
-        full = None
-        if kind == "json_schema" and isinstance(rf.get("json_schema"), Mapping):
-            full, schema = dict(rf), rf["json_schema"].get("schema")  # a full OpenAI response_format
-        elif kind == "json_object":
-            schema = rf.get("schema")
-        elif kind == "text":
-            return None
-        else:
-            schema = dict(rf)  # a JSON schema
-        if mode == "json_schema":
-            if full is not None:
-                return full
-            if schema is None:
-                return {"type": "json_object"}
-            name = re.sub(r"[^A-Za-z0-9_-]", "_", str(schema.get("title") or "response"))[:64]
-            return {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
-        return {"type": "json_object", **({"schema": schema} if schema else {})}
-
     async def _attempt(self, st: _LoopState, req: ChatRequest, mode: str) -> ChatResult:
         kwargs: dict[str, Any] = {
             "model": self.model,
@@ -376,7 +217,7 @@ class ChatClient:
             kwargs["seed"] = req.seed
         if req.stop:
             kwargs["stop"] = list(req.stop)
-        rf = self._response_format(req, mode)
+        rf = response_format_for(req, mode)
         if rf is not None:
             kwargs["response_format"] = rf
         self._count(calls=1)
@@ -478,31 +319,6 @@ class ChatClient:
         self._count(failures=1, seconds=seconds)
         return ChatResult(text=None, error=error, seconds=seconds)
 
-    # -- cache -------------------------------------------------------------------------------
-    @staticmethod
-    def _from_cache(value: Mapping[str, Any]) -> ChatResult:
-        return ChatResult(
-            text=value["text"],
-            prompt_tokens=value.get("prompt_tokens", 0),
-            completion_tokens=value.get("completion_tokens", 0),
-            seconds=value.get("seconds", 0.0),
-            finish_reason=value.get("finish_reason"),
-            cached=True,
-        )
-
-    @staticmethod
-    def _to_cache(result: ChatResult) -> dict[str, Any] | None:
-        """What is stored for a result; None for a failure (never stored)."""
-        if not result.ok:
-            return None
-        return {
-            "text": result.text,
-            "prompt_tokens": result.prompt_tokens,
-            "completion_tokens": result.completion_tokens,
-            "seconds": result.seconds,
-            "finish_reason": result.finish_reason,
-        }
-
     # -- public API --------------------------------------------------------------------------
     async def achat(self, req: ChatRequest) -> ChatResult:
         return (await self._many([req], desc=None))[0]
@@ -558,7 +374,7 @@ class ChatClient:
                     made[0] += res.completion_tokens
                     bar.set_postfix_str(f"{made[0] / max(1e-9, time.perf_counter() - t0):.1f} tokens/s", refresh=False)
                     bar.update(1)
-                return i, self._to_cache(res)
+                return i, res.to_cache()
 
             return dict(await asyncio.gather(*(one(i) for i in todo)))
 
@@ -572,7 +388,7 @@ class ChatClient:
         for i in range(len(reqs)):
             key = keys[i]
             if key not in fresh:
-                results.append(self._from_cache(stored[i]))
+                results.append(ChatResult.from_cache(stored[i]))
                 continue
             results.append(fresh[key] if key not in answered else replace(fresh[key]))
             answered.add(key)
