@@ -28,6 +28,33 @@ def _check_limit(limit: int | None) -> None:
         raise ValueError(f"dataset.limit must be a positive number of questions or null, got {limit}")
 
 
+def _require_setting(value: Any, field: str, dataset: str, example: str) -> None:
+    """A loader's Config field that has no default (a path the user gives)."""
+    if not value:
+        raise ValueError(f"dataset.{field} is required with dataset={dataset}: add dataset.{field}={example}")
+
+
+class _Loader:
+    """What every loader shares: ``Config(**kwargs)`` built on construction (``Config`` is the
+    loader's own dataclass, its YAML schema)."""
+
+    Config: type
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.config = self.Config(**kwargs)
+
+
+@dataclass
+class _BuiltinConfig:
+    """The whole schema of a built-in dataset: how many questions, and its name."""
+
+    limit: int | None = None
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        _check_limit(self.limit)
+
+
 def _read_text(path: Path) -> str:
     if not path.is_file():
         raise DataError(f"{path}: file not found")
@@ -130,7 +157,7 @@ def _whole_doc_spans(doc_ids: list[str], docs: dict[str, Document], where: str) 
     return tuple(spans)
 
 
-class ClapNQ:
+class ClapNQ(_Loader):
     """ClapNQ dev (primeqa/clapnq, Apache-2.0): 300 answerable questions over 600 passages.
 
     Corpus = the 600 passages (answerable and unanswerable); queries = the 300 answerable
@@ -140,15 +167,8 @@ class ClapNQ:
     """
 
     @dataclass
-    class Config:
-        limit: int | None = None
+    class Config(_BuiltinConfig):
         name: str = "clapnq"
-
-        def __post_init__(self) -> None:
-            _check_limit(self.limit)
-
-    def __init__(self, **kwargs: Any) -> None:
-        self.config = self.Config(**kwargs)
 
     def load(self) -> Dataset:
         root = BUILTIN / "clapnq"
@@ -178,20 +198,13 @@ class ClapNQ:
         return finish(self.config.name, documents, queries, self.config.limit, "clapnq")
 
 
-class RagbenchPaperQA:
+class RagbenchPaperQA(_Loader):
     """400 questions over 197 overlapping chunks of the RAGBench paper; relevance = the whole
     relevant entry; no reference answers."""
 
     @dataclass
-    class Config:
-        limit: int | None = None
+    class Config(_BuiltinConfig):
         name: str = "ragbench_paper_qa"
-
-        def __post_init__(self) -> None:
-            _check_limit(self.limit)
-
-    def __init__(self, **kwargs: Any) -> None:
-        self.config = self.Config(**kwargs)
 
     def load(self) -> Dataset:
         path = Path(str(BUILTIN / "ragbench_paper_qa" / "ragbench_paper_qa.json"))
@@ -205,7 +218,7 @@ class RagbenchPaperQA:
         return finish(self.config.name, documents, queries, self.config.limit, str(path))
 
 
-class JsonlDataset:
+class JsonlDataset(_Loader):
     """A user's own data: ``corpus`` JSONL of ``{doc_id, text, title?}`` and ``queries`` JSONL of
     ``{query_id, query, gt_answer?, relevant_doc_ids?}``."""
 
@@ -219,11 +232,7 @@ class JsonlDataset:
         def __post_init__(self) -> None:
             _check_limit(self.limit)
             for field in ("corpus", "queries"):
-                if not getattr(self, field):
-                    raise ValueError(f"dataset.{field} is required with dataset=jsonl: add dataset.{field}=PATH.jsonl")
-
-    def __init__(self, **kwargs: Any) -> None:
-        self.config = self.Config(**kwargs)
+                _require_setting(getattr(self, field), field, "jsonl", "PATH.jsonl")
 
     def load(self) -> Dataset:
         cpath, qpath = Path(self.config.corpus), Path(self.config.queries)
@@ -254,7 +263,7 @@ class JsonlDataset:
         return finish(self.config.name, documents, queries, self.config.limit, str(cpath))
 
 
-class BeirDataset:
+class BeirDataset(_Loader):
     """BEIR layout: ``corpus.jsonl`` (``_id, title, text``), ``queries.jsonl`` (``_id, text``),
     ``qrels/<split>.tsv`` (``query-id, corpus-id, score``). Only queries with qrels are kept."""
 
@@ -267,11 +276,7 @@ class BeirDataset:
 
         def __post_init__(self) -> None:
             _check_limit(self.limit)
-            if not self.path:
-                raise ValueError("dataset.path is required with dataset=beir: add dataset.path=DIR (with corpus.jsonl, queries.jsonl, qrels/)")
-
-    def __init__(self, **kwargs: Any) -> None:
-        self.config = self.Config(**kwargs)
+            _require_setting(self.path, "path", "beir", "DIR (with corpus.jsonl, queries.jsonl, qrels/)")
 
     def load(self) -> Dataset:
         root = Path(self.config.path)
@@ -305,7 +310,7 @@ class BeirDataset:
         return finish(self.config.name, documents, queries, self.config.limit, str(root))
 
 
-class RagcheckerDataset:
+class RagcheckerDataset(_Loader):
     """A RAGChecker input file: ``{"results": [{query_id, query, gt_answer, retrieved_context}]}``.
 
     Every retrieved context becomes a corpus document (same ``doc_id`` and text; a ``doc_id``
@@ -321,11 +326,7 @@ class RagcheckerDataset:
 
         def __post_init__(self) -> None:
             _check_limit(self.limit)
-            if not self.path:
-                raise ValueError("dataset.path is required with dataset=ragchecker: add dataset.path=FILE.json")
-
-    def __init__(self, **kwargs: Any) -> None:
-        self.config = self.Config(**kwargs)
+            _require_setting(self.path, "path", "ragchecker", "FILE.json")
 
     def load(self) -> Dataset:
         path = Path(self.config.path)
