@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
@@ -157,6 +158,30 @@ def validate(group: str, spec: Any) -> None:
             build_config(schema, opts, f"evaluator.{group}")
 
 
+class JudgeComponent:
+    """What an extractor or checker that asks the judge model shares: ``Config`` built from its
+    options (reported under ``config_prefix``), the ``judge`` the evaluator gives it, ``stats``."""
+
+    Config: type
+    config_prefix: str
+
+    def __init__(self, judge: Any = None, **kwargs: Any) -> None:
+        from ragsweep.retriever.base import build_config
+
+        self.config = build_config(self.Config, kwargs, self.config_prefix)
+        self.judge = judge
+        self.stats: Counter[str] = Counter()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.config}, judge={self.judge!r})"
+
+    def need_judge(self) -> Any:
+        """The judge; a RuntimeError where none was given."""
+        if self.judge is None:
+            raise RuntimeError(f"{type(self).__name__} needs a judge (evaluator.judge)")
+        return self.judge
+
+
 def build(group: str, spec: Any, judge: Any = None) -> Any:
     """The component of ``spec``; one that needs a judge gets ``judge`` (a copy is made of an
     object passed in, so that it keeps no judge that is closed after this evaluation)."""
@@ -181,6 +206,7 @@ __all__ = [
     "Checker",
     "EvaluatorConfigError",
     "Extractor",
+    "JudgeComponent",
     "build",
     "component_id",
     "group_spec",

@@ -4,10 +4,10 @@ does the asking, re-asking and failure counting)."""
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from ragsweep.evaluator.components import JudgeComponent
 from ragsweep.evaluator.judge import JudgeItem, parse_json_object
 from ragsweep.evaluator.labels import LABELS, normalize_label
 
@@ -60,7 +60,7 @@ def parse_labels(text: str | None, n: int) -> list[str] | None:
     return None if any(lab is None for lab in labels) else labels
 
 
-class LLMChecker:
+class LLMChecker(JudgeComponent):
     """Entailment labels from the judge, ``batch_size`` claims against one reference per call."""
 
     @dataclass
@@ -75,26 +75,15 @@ class LLMChecker:
                     raise ValueError(f"evaluator.checker.{name} must be an integer >= 1, got {v!r}")
 
     name = "llm"
-
-    def __init__(self, judge: Any = None, **kwargs: Any) -> None:
-        from ragsweep.retriever.base import build_config
-
-        self.config = build_config(self.Config, kwargs, "evaluator.checker")
-        self.judge = judge
-        self.stats: Counter[str] = Counter()
-
-    def __repr__(self) -> str:
-        return f"LLMChecker({self.config}, judge={self.judge!r})"
+    config_prefix = "evaluator.checker"
 
     @property
     def cache_id(self) -> dict[str, Any]:
-        if self.judge is None:
-            raise RuntimeError("LLMChecker needs a judge (evaluator.judge)")
         return {
             "checker": "llm",
             "prompt_version": CHECK_PROMPT_VERSION,
             "batch_size": self.config.batch_size,
-            "judge": self.judge.identity,
+            "judge": self.need_judge().identity,
         }
 
     def prompt(self, claims: Sequence[str], reference: str) -> str:
@@ -106,8 +95,7 @@ class LLMChecker:
 
     def check_pairs(self, pairs: Sequence[tuple[str, str]]) -> list[str | None]:
         """A label per (claim, reference) pair, None where the judge failed."""
-        if self.judge is None:
-            raise RuntimeError("LLMChecker needs a judge (evaluator.judge)")
+        self.need_judge()
         pairs = [(str(c), str(r)) for c, r in pairs]
         by_ref: dict[str, list[int]] = {}
         for i, (_, ref) in enumerate(pairs):

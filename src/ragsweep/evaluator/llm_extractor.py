@@ -4,11 +4,11 @@ with JSON-schema output ``{"claims": [...]}``; ``claim_format`` ``triplet`` (Ref
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
-from ragsweep.evaluator.claims import CLAIM_FORMATS, LLM_PROMPT_VERSION, Claim, _config_from, _positive_int
+from ragsweep.evaluator.claims import CLAIM_FORMATS, LLM_PROMPT_VERSION, Claim, _positive_int
+from ragsweep.evaluator.components import JudgeComponent
 
 TRIPLET_PROMPT = """\
 Given a question and a text that answers it, extract every factual claim that the text makes, \
@@ -88,7 +88,7 @@ def parse_claims(text: str | None, claim_format: str) -> list[Claim] | None:
     return out
 
 
-class LLMExtractor:
+class LLMExtractor(JudgeComponent):
     """Claims extracted by the judge model, as triplets or statements (see the module doc)."""
 
     @dataclass
@@ -110,14 +110,7 @@ class LLMExtractor:
                 )
 
     name = "llm"
-
-    def __init__(self, judge: Any = None, **kwargs: Any) -> None:
-        self.config = _config_from(self.Config, kwargs, "evaluator.extractor")
-        self.judge = judge
-        self.stats: Counter[str] = Counter()
-
-    def __repr__(self) -> str:
-        return f"LLMExtractor({self.config}, judge={self.judge!r})"
+    config_prefix = "evaluator.extractor"
 
     @property
     def uses_question(self) -> bool:
@@ -125,13 +118,12 @@ class LLMExtractor:
 
     @property
     def cache_id(self) -> dict[str, Any]:
-        if self.judge is None:
-            raise RuntimeError("LLMExtractor needs a judge (evaluator.judge)")
+        judge = self.need_judge()
         return {
             "extractor": "llm",
             "prompt_version": LLM_PROMPT_VERSION,
             **asdict(self.config),
-            "judge": self.judge.identity,
+            "judge": judge.identity,
         }
 
     def prompt(self, text: str, question: str | None) -> str:
@@ -147,8 +139,7 @@ class LLMExtractor:
     ) -> list[list[Claim] | None]:
         """Claims per text; ``None`` where the judge failed (after its retries). A blank text
         has no claims and costs no call."""
-        if self.judge is None:
-            raise RuntimeError("LLMExtractor needs a judge (evaluator.judge)")
+        self.need_judge()
         from ragsweep.evaluator.judge import JudgeItem
 
         questions = list(questions) if questions is not None else [None] * len(texts)
