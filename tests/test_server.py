@@ -414,26 +414,11 @@ def test_llamacpp_server_answers_and_stops(state):
     assert port_is_free(port)
 
 
-def test_llama_threads_default_to_all_cores_and_to_the_sweeps_share(monkeypatch):
+def test_llama_threads_default_to_half_the_cores():
     import os
 
-    from ragsweep.generator.servers.llamacpp import THREADS_ENV, LlamaCppServer
+    from ragsweep.generator.servers.llamacpp import LlamaCppServer
 
-    monkeypatch.delenv(THREADS_ENV, raising=False)
-    assert LlamaCppServer().n_threads == os.cpu_count()
-    monkeypatch.setenv(THREADS_ENV, "1")  # a parallel sweep's share
-    assert LlamaCppServer().n_threads == 1 and LlamaCppServer().n_threads_batch == 1
+    assert LlamaCppServer().n_threads == max(1, (os.cpu_count() or 2) // 2)
+    assert LlamaCppServer().n_threads_batch == LlamaCppServer().n_threads
     assert LlamaCppServer(n_threads=3).n_threads == 3  # an explicit setting wins
-
-
-def test_parallel_launchers_are_told_apart(compose_cfg):
-    from omegaconf import OmegaConf
-
-    from ragsweep.sweep import parallel_jobs
-
-    def cfg(launcher):
-        return OmegaConf.create({"hydra": {"launcher": launcher}})
-
-    assert parallel_jobs(cfg({"_target_": "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher", "n_jobs": -1}))
-    assert not parallel_jobs(cfg({"_target_": "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher", "n_jobs": 1}))
-    assert not parallel_jobs(cfg({"_target_": "hydra._internal.core_plugins.basic_launcher.BasicLauncher"}))

@@ -74,15 +74,6 @@ def runs_remotely(config: DictConfig) -> bool:
     return "ray" in target.lower() and ray_init.get("address") not in (None, "", "local")
 
 
-def parallel_jobs(config: DictConfig) -> bool:
-    """True when the launcher runs several jobs of this sweep on this machine at once."""
-    launcher = config.hydra.get("launcher") or {}
-    target = str(launcher.get("_target_", "")).lower()
-    if "joblib" in target:
-        return launcher.get("n_jobs", -1) != 1
-    return "ray" in target and not runs_remotely(config)
-
-
 def current() -> dict[str, Any] | None:
     """The running sweep's shared state, as seen from inside a job (None outside a sweep)."""
     path = os.environ.get(ENV_SWEEP_FILE)
@@ -161,10 +152,6 @@ class SweepCallback(Callback):
             info["parent_run_id"] = self.parent_run_id
         keys = swept_keys(config)
         swept_generator = any(k == "generator" or k.startswith("generator.") for k in keys)
-        if parallel_jobs(config):  # every managed llama.cpp server of this sweep takes half the cores
-            from ragsweep.generator.servers.llamacpp import THREADS_ENV
-
-            os.environ.setdefault(THREADS_ENV, str(max(1, (os.cpu_count() or 2) // 2)))
         if not swept_generator and not runs_remotely(config):
             info["server"] = self._start_server(config)
         sweep_dir = Path(config.hydra.sweep.dir)

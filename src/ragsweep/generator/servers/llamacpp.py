@@ -78,19 +78,13 @@ def resolve_model_path(model_path: str) -> Path:
     return path
 
 
-#: set by a sweep whose launcher runs several jobs at once (joblib, Ray): the thread count each
-#: managed llama.cpp server takes when ``n_threads`` is null
-THREADS_ENV = "RAGSWEEP_LLAMA_THREADS"
-
-
 def default_threads() -> int:
-    """All logical cores when the server has the machine to itself (a run, a sequential sweep):
-    measured on 2 cores, SmolLM2 decodes at ~90 tokens/s on 2 threads against ~45 on 1. When a
-    parallel launcher runs jobs beside it, half of them (``RAGSWEEP_LLAMA_THREADS``, set by the
-    sweep): llama.cpp's threads spin, and with the cores contended all of them were measured
-    5-10x slower than half."""
-    env = os.environ.get(THREADS_ENV, "")
-    return int(env) if env.isdigit() and int(env) > 0 else max(1, os.cpu_count() or 1)
+    """Half the logical cores. Measured on 2 cores (5 questions, SmolLM2): with the machine to
+    itself, 2 spinning threads generate in 27.5 s against 40-46 s on 1; but with one other busy
+    process, 2 spinning threads took 281 s (short spins, GOMP_SPINCOUNT=10000: 176 s; passive
+    waiting: 44 s, no faster than 1 thread when idle). Half the cores never falls off that cliff;
+    give a machine you leave alone all of them with generator.server.n_threads."""
+    return max(1, (os.cpu_count() or 2) // 2)
 
 
 class LlamaCppServer(ManagedServer):
