@@ -64,7 +64,7 @@ def test_one_system_end_to_end_then_fully_cached(tmp_path):
     assert "records: " in out and out.split("records: ")[1].strip().endswith("records.json")
     for chatter in ("n_ctx_seq", "Loading weights", "INFO mlflow", "Creating initial MLflow", "done: {", "Traceback"):
         assert chatter not in first.stderr + out, chatter
-    assert "retrieve " in first.stderr and "generate " in first.stderr  # progress bars
+    assert all(f"{stage} " in first.stderr for stage in ("index", "retrieve", "generate", "evaluate"))  # progress bars
     logs = [a.path for a in client.list_artifacts(run.info.run_id, "server")]
     assert len(logs) == 1 and logs[0].startswith("server/llamacpp-") and logs[0].endswith(".log"), logs
     p, m = run.data.params, run.data.metrics

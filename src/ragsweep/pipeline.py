@@ -218,8 +218,14 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
     if "evaluator" in cfg and cfg.evaluator.get("_target_"):
         evaluator = instantiate(cfg.evaluator)
         share_judge_server(cfg, evaluator, server)
-        with timer("evaluate"):
-            records, eval_metrics = evaluator.evaluate(records, cache=cache)
+        steps = getattr(evaluator, "STEPS", ())
+        with timer("evaluate", total=len(steps) or None, unit="steps") as bar:
+
+            def step_done(step: str) -> None:
+                bar.set_postfix_str(f"{step} of {len(records)} answers", refresh=False)
+                bar.update(1)
+
+            records, eval_metrics = evaluator.evaluate(records, cache=cache, progress=step_done if steps else None)
         signals.raise_if_interrupted()
         metrics.update(eval_metrics)
 

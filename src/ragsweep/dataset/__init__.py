@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, ClassVar, Iterator
 
 from ragsweep.errors import DataError
 from ragsweep.types import Dataset, Document, Query, Span
@@ -53,6 +53,19 @@ class _BuiltinConfig:
 
     def __post_init__(self) -> None:
         _check_limit(self.limit)
+
+
+@dataclass
+class _PathConfig(_BuiltinConfig):
+    """The schema of a dataset read from a user's ``path``: the path is required; a subclass
+    sets ``name``'s default and ``PATH_EXAMPLE`` (what the error shows a path should look like)."""
+
+    path: str | None = None
+    PATH_EXAMPLE: ClassVar[str] = "PATH"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _require_setting(self.path, "path", self.name, self.PATH_EXAMPLE)
 
 
 def _read_text(path: Path) -> str:
@@ -268,15 +281,10 @@ class BeirDataset(_Loader):
     ``qrels/<split>.tsv`` (``query-id, corpus-id, score``). Only queries with qrels are kept."""
 
     @dataclass
-    class Config:
-        path: str | None = None
+    class Config(_PathConfig):
         split: str = "test"
-        limit: int | None = None
         name: str = "beir"
-
-        def __post_init__(self) -> None:
-            _check_limit(self.limit)
-            _require_setting(self.path, "path", "beir", "DIR (with corpus.jsonl, queries.jsonl, qrels/)")
+        PATH_EXAMPLE: ClassVar[str] = "DIR (with corpus.jsonl, queries.jsonl, qrels/)"
 
     def load(self) -> Dataset:
         root = Path(self.config.path)
@@ -319,14 +327,9 @@ class RagcheckerDataset(_Loader):
     """
 
     @dataclass
-    class Config:
-        path: str | None = None
-        limit: int | None = None
+    class Config(_PathConfig):
         name: str = "ragchecker"
-
-        def __post_init__(self) -> None:
-            _check_limit(self.limit)
-            _require_setting(self.path, "path", "ragchecker", "FILE.json")
+        PATH_EXAMPLE: ClassVar[str] = "FILE.json"
 
     def load(self) -> Dataset:
         path = Path(self.config.path)

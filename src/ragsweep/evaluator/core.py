@@ -121,15 +121,21 @@ class Evaluator:
     def enabled(self) -> bool:
         return self.config.name != "none"
 
-    def evaluate(self, records: Sequence[Mapping[str, Any]], cache: Any = None) -> tuple[list[dict], dict[str, float]]:
+    #: what ``progress`` is called with, in order
+    STEPS = ("claims", "entailment", "trace", "ragas")
+
+    def evaluate(
+        self, records: Sequence[Mapping[str, Any]], cache: Any = None, progress: Any = None
+    ) -> tuple[list[dict], dict[str, float]]:
         """Scored copies of ``records`` and the aggregate metrics (names in
-        :mod:`ragsweep.evaluator.pipeline`). The judge server, if this evaluator starts one, is
-        stopped before this returns, also on error."""
+        :mod:`ragsweep.evaluator.pipeline`); ``progress(step)`` is called as each of ``STEPS``
+        ends. The judge server, if this evaluator starts one, is stopped before this returns,
+        also on error."""
         if not self.enabled:
             return [dict(r) for r in records], {}
         judge = Judge.from_spec(self.config.judge)
         try:
-            return evaluate_records(records, cache=cache, **self.parts(judge, cache))
+            return evaluate_records(records, cache=cache, progress=progress, **self.parts(judge, cache))
         finally:
             if judge is not None:
                 judge.close()

@@ -217,8 +217,10 @@ def evaluate_records(
     *,
     trace: Any = None,
     ragas: Any = None,
+    progress: Any = None,
 ) -> tuple[list[dict], dict[str, float]]:
     """Claims, entailment matrices, TRACe and RAGAS of every record; see the module doc.
+    ``progress(step)``, if given, is called as each step (claims, entailment, trace, ragas) ends.
 
     ``extractor`` / ``checker``: built components (:mod:`ragsweep.evaluator.components`);
     ``trace``: an :class:`EntailmentTrace` / :class:`AnnotatorTrace` step or None (no TRACe);
@@ -234,11 +236,16 @@ def evaluate_records(
     for i, rec in enumerate(recs):
         validate_record(rec, i, "<records>")
 
+    tick = progress or (lambda step: None)
     _claims(recs, extractor, cache, stats)
+    tick("claims")
     memo: dict[tuple[str, str], str] = {}
     _matrices(recs, checker, cache, stats, memo)
+    tick("entailment")
     traces = trace.annotate(recs, checker, cache, stats, memo) if trace is not None else [None] * len(recs)
+    tick("trace")
     ragas_out = _ragas(recs, ragas, cache, stats) if ragas is not None else [None] * len(recs)
+    tick("ragas")
     for rec, trc, rg in zip(recs, traces, ragas_out):
         _record_metrics(rec, trc, rg)
 

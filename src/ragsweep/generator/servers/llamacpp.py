@@ -91,6 +91,7 @@ class LlamaCppServer(ManagedServer):
     """``python -m llama_cpp.server`` with a GGUF model (default: SmolLM2-135M-Instruct)."""
 
     kind = "llamacpp"
+    DESCRIBED = ("model_path", "model_alias", "n_ctx", "n_threads", "n_threads_batch")
 
     def __init__(
         self,
@@ -153,13 +154,3 @@ class LlamaCppServer(ManagedServer):
     def cache_identity(self) -> Any:
         path = getattr(self, "resolved_model_path", None) or resolve_model_path(self.model_path)
         return {"backend": "llamacpp", "model_file": path.name, "size": path.stat().st_size}
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "backend": self.kind,
-            "model_path": self.model_path,
-            "model_alias": self.model_alias,
-            "n_ctx": self.n_ctx,
-            "n_threads": self.n_threads,
-            "n_threads_batch": self.n_threads_batch,
-        }

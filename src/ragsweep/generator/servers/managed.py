@@ -170,7 +170,12 @@ class ManagedServer:
     def cache_identity(self) -> Any:
         return {"backend": self.kind, "model": self.model_name}
 
+    #: the attributes ``describe`` reports (safe to log, never a secret); empty: model, host, port
+    DESCRIBED: tuple[str, ...] = ()
+
     def describe(self) -> dict[str, Any]:
+        if self.DESCRIBED:
+            return {"backend": self.kind, **{name: getattr(self, name) for name in self.DESCRIBED}}
         return {"backend": self.kind, "model": self.model_name, "host": self.host, "port": self.configured_port}
 
     def __repr__(self) -> str:

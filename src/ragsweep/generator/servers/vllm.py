@@ -13,6 +13,7 @@ class VLLMServer(ManagedServer):
     """``vllm serve MODEL`` on loopback."""
 
     kind = "vllm"
+    DESCRIBED = ("model", "tensor_parallel_size", "gpu_memory_utilization", "max_model_len", "dtype")
 
     def __init__(
         self,
@@ -70,13 +71,3 @@ class VLLMServer(ManagedServer):
     @property
     def cache_identity(self) -> Any:
         return {"backend": "vllm", "model": self.model, "dtype": self.dtype}
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "backend": self.kind,
-            "model": self.model,
-            "tensor_parallel_size": self.tensor_parallel_size,
-            "gpu_memory_utilization": self.gpu_memory_utilization,
-            "max_model_len": self.max_model_len,
-            "dtype": self.dtype,
-        }
