@@ -182,9 +182,9 @@ def check_cache(cache_dir: str) -> list[Result]:
 
     try:
         cache = Cache(cache_dir)
-        key = Cache.key("doctor", time.time())
-        cache.put("doctor", key, {"ok": True})
-        ok = cache.get_many("doctor", [key]) == {key: {"ok": True}}
+        key = {"probe": Cache.key("doctor", time.time())}
+        cache.fetch("doctor", key, lambda items: {"probe": {"ok": True}})  # written
+        ok = cache.fetch("doctor", key, lambda items: {}) == {"probe": {"ok": True}}  # read back, not recomputed
         cache.close()
     except Exception as exc:  # noqa: BLE001
         return [Result(False, f"cache directory {cache_dir}: {type(exc).__name__}: {exc}",
