@@ -47,3 +47,20 @@ def test_sweep_table_has_a_row_per_system_and_says_na_for_missing_values():
     assert lines[1].split() == ["bm25-k2", "FINISHED", "0.5", "1"]
     assert lines[2].split() == ["bm25-k4", "FAILED", "n/a", "n/a"]
     assert format_table([], ["a/f1"]) == ""
+
+
+def test_the_terminal_drops_an_interrupts_echo_but_keeps_real_errors():
+    import logging
+    import sys
+
+    from ragsweep.signals import DropInterrupts
+
+    def record(exc):
+        try:
+            raise exc
+        except BaseException:
+            return logging.LogRecord("asyncio", logging.ERROR, __file__, 1, "Task exception was never retrieved", (), sys.exc_info())
+
+    assert DropInterrupts().filter(record(KeyboardInterrupt("signal 15"))) is False
+    assert DropInterrupts().filter(record(ValueError("real"))) is True
+    assert DropInterrupts().filter(logging.LogRecord("x", logging.ERROR, __file__, 1, "no exc", (), None)) is True

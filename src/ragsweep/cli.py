@@ -60,7 +60,7 @@ def app(cfg: DictConfig) -> float | None:
         print(format_line(metrics, shown), flush=True)
     else:
         print(format_summary(metrics, shown, total_s=time.perf_counter() - _T0), flush=True)
-    log.info("done: %s", {k: v for k, v in metrics.items()})
+    log.info("done: %s", dict(metrics))
     return metrics.get("ragchecker/overall/f1")
 
 

@@ -76,7 +76,7 @@ def run_system(cfg: DictConfig, parent_run_id: str | None = None, server: Any = 
     tracker.start(run_name, tags=tags, parent_run_id=parent_run_id)
     status = "FAILED"
     try:
-        with signals.TermAsInterrupt():
+        with signals.Interrupts():
             tracker.log_params({**flatten(resolved), **short_params(cfg)})
             tracker.log_json(resolved, "config.json")
             metrics, records = _run(cfg, top, dataset, timer, tracker, server)

@@ -45,11 +45,11 @@ def raise_if_interrupted() -> None:
         raise interrupt_error(_received)
 
 
-class TermAsInterrupt:
-    """Inside: SIGTERM raises KeyboardInterrupt("signal 15"), so a run is marked KILLED and its
-    servers stop; both SIGINT and SIGTERM are recorded with :func:`mark`."""
+class Interrupts:
+    """Inside: SIGINT and SIGTERM raise KeyboardInterrupt("signal N") after :func:`mark`, so a run is
+    marked KILLED, its servers stop, and the CLI exits 130 / 143."""
 
-    def __enter__(self) -> "TermAsInterrupt":
+    def __enter__(self) -> "Interrupts":
         self.prev: dict[int, object] = {}
         for sig in (signal.SIGTERM, signal.SIGINT):
             try:
@@ -67,3 +67,13 @@ class TermAsInterrupt:
         for sig, prev in self.prev.items():
             signal.signal(sig, prev)  # type: ignore[arg-type]
 
+
+
+class DropInterrupts:
+    """Logging filter for the terminal: a record carrying a KeyboardInterrupt (asyncio's "Task
+    exception was never retrieved" for a task the interrupt landed in) is the interrupt's echo,
+    not a failure; the run's log file keeps it. Used by conf/hydra/job_logging/ragsweep.yaml."""
+
+    def filter(self, record: object) -> bool:
+        exc = getattr(record, "exc_info", None)
+        return not (exc and isinstance(exc[1], KeyboardInterrupt))
