@@ -15,23 +15,14 @@ import pytest
 from ragsweep.cache import Cache
 from ragsweep.retriever.base import Retriever
 from ragsweep.types import Chunk, Hit, Query
+from test_retrievers import TEXTS as UNIT_TEXTS  # the tests folder is on sys.path (pytest's default import mode)
 
 CONF = Path(__file__).resolve().parents[1] / "src" / "ragsweep" / "conf" / "retriever"
 YAMLS = sorted(CONF.glob("*.yaml"))
 # models that load for seconds: run with the slow tests
 SLOW = {"dense", "hybrid"}
 
-TEXTS = [
-    "The Eiffel Tower is a wrought-iron lattice tower in Paris, France, completed in 1889.",
-    "Photosynthesis converts light energy into chemical energy stored in glucose in plants.",
-    "Mercury is a liquid metal at room temperature; its boiling point is 356.7 degrees Celsius.",
-    "The Great Wall of China was built over centuries to protect against northern invasions.",
-    "Python is a programming language known for readability and a large standard library.",
-    "The Pacific Ocean is the largest and deepest of the Earth's five oceanic divisions.",
-    "Mount Everest, on the border of Nepal and China, is the highest mountain above sea level.",
-    "Honey bees communicate the location of flowers to their hive mates with a waggle dance.",
-    "The Eiffel Tower is a wrought-iron lattice tower in Paris, France, completed in 1889.",  # a duplicate
-]
+TEXTS = [*UNIT_TEXTS, UNIT_TEXTS[0]]  # the unit tests' corpus and a duplicate of its first text
 CHUNKS = [Chunk(f"c#{i}", f"doc{i}", 0, len(t), t) for i, t in enumerate(TEXTS)]
 QUERIES = [
     Query("q-mercury", "What is the boiling point of mercury?"),
