@@ -4,7 +4,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -28,7 +27,9 @@ def test_a_build_for_another_cpu_is_named_feature_by_feature():
 def test_installed_llama_cpp_is_the_portable_build():
     """CI and the README's setup install llama-cpp-python through scripts/build_llama_cpp.py:
     compiled for AVX2 and nothing a build machine merely advertises (AVX-512, AMX)."""
-    record = Path(sys.prefix) / "share" / "ragsweep" / "llama_build.json"
+    from ragsweep.generator.servers.llamacpp import build_record_path
+
+    record = build_record_path()
     assert record.is_file(), f"llama-cpp-python was not installed by scripts/build_llama_cpp.py (no {record})"
     built = json.loads(record.read_text())
     if not built["portable"]:

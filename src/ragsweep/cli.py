@@ -31,7 +31,6 @@ def app(cfg: DictConfig) -> float | None:
     from ragsweep import sweep
     from ragsweep.pipeline import run_system
 
-    _quiet_libraries()
     info = sweep.current()
     parent = server = None
     if info:

