@@ -552,3 +552,26 @@ def test_signal_during_generation_stops_everything(tmp_path, sig, delay):
     assert registered_servers(tmp_path / "state") == []
     _, found = mlflow_runs(tmp_path)
     assert [r.info.status for r in found] in (["KILLED"], ["FAILED"]), [r.info.status for r in found]
+
+
+def test_the_failure_ledger_counts_a_failed_generation_and_never_scores_it(run_system_in, tmp_path):
+    """A failed call is excluded from every answer metric (n drops, /failed counts it), stays in the
+    retrieval metrics (retrieval did not fail), and is listed with its reason in ledger.json."""
+    script = Script({"q3": lambda n: status(400)})
+    with FakeOpenAIServer(responder=script, max_seconds=600) as fake:
+        m = run_system_in(fake.base_url, "max_failure_rate=0.5", "evaluator=offline", "evaluator.trace_mode=none",
+                          "evaluator.ragas=false")
+    assert m["ledger/attempted"] == 4 and m["ledger/answered"] == 3 and m["ledger/failed_generation"] == 1
+    assert m["ragchecker/overall/f1/n"] == 3 and m["ragchecker/overall/f1/failed"] == 1
+    assert m["ragchecker/overall/f1/ci_low"] <= m["ragchecker/overall/f1"] <= m["ragchecker/overall/f1/ci_high"]
+    assert m["retrieval/recall_at_k/n"] == 4 and m["retrieval/recall_at_k/failed"] == 0
+    client, run = last_run(tmp_path)
+    assert run.data.metrics["ragchecker/overall/f1/n"] == 3  # the interval metrics are in MLflow too
+    recs = {r["query_id"]: r for r in records_of(client, run, tmp_path / "dl")}
+    assert recs["q3"]["failure"]["stage"] == "generation" and "HTTP 400" in recs["q3"]["failure"]["reason"]
+    assert "response_claims" not in recs["q3"]  # never sent to the judge
+    path = client.download_artifacts(run.info.run_id, "ledger.json", str(tmp_path / "dl"))
+    led = json.loads(Path(path).read_text())
+    assert led["counts"]["failed_generation"] == 1
+    assert led["failures"] == [{"query_id": "q3", "stage": "generation", "reason": recs["q3"]["failure"]["reason"]}]
+    assert led["metrics"]["ragchecker/overall/f1"]["failed_generation"] == 1

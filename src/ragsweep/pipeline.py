@@ -12,8 +12,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from ragsweep.cache import Cache
 from ragsweep.config import flatten, validate
-from ragsweep import signals
+from ragsweep import ledger, signals
 from ragsweep.errors import FailureRateExceeded
+from ragsweep.metrics import registry
+from ragsweep.scoring import score_run
 from ragsweep.summary import RunResult, Stages, quiet
 from ragsweep.tracking import Tracker, finished_child, short_params, system_key, system_name
 
@@ -96,7 +98,6 @@ def run_system(cfg: DictConfig, parent_run_id: str | None = None, server: Any = 
 
 def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracker, server: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     from ragsweep.generator import build_client
-    from ragsweep.metrics.retrieval import retrieval_metrics
     from ragsweep.tokens import counter_for, estimate
 
     cache = Cache(top.cache_dir)
@@ -124,11 +125,7 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
         results = retriever.search(dataset.queries, k=k, cache=cache)
         bar.update(len(dataset.queries))
 
-    if dataset.has_relevance:
-        rm = retrieval_metrics(results, dataset.queries, k, chunks=chunks)
-        for name, value in rm.items():
-            base = name.split("@")[0]
-            metrics[f"retrieval/{base}_at_k"] = value
+    retrieval_per_q = _retrieval_per_question(results, dataset.queries, k, chunks) if dataset.has_relevance else {}
 
     # -- prompts ---------------------------------------------------------------------------------
     prompt = instantiate(cfg.prompt)
@@ -143,12 +140,13 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
         if window:
             budget = int(window) - int(gen_cfg.max_tokens) - 32  # chat template overhead
         count = counter_for(server) if budget else estimate
-        prompts, used_hits, dropped = [], {}, 0
+        prompts, used_hits, dropped, n_dropped = [], {}, 0, {}
         with timer("prompt"):
             for q in dataset.queries:
                 text, hits, n_drop = prompt.fit(q.query, results[q.query_id], budget, count, titles)
                 prompts.append(text)
                 used_hits[q.query_id] = hits
+                n_dropped[q.query_id] = n_drop
                 dropped += n_drop
         if dropped:
             log.warning("prompt.fit=drop_lowest dropped %d lowest-ranked chunk(s) to fit the model's context", dropped)
@@ -180,24 +178,32 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
             if getattr(server, "log_path", None) and Path(server.log_path).is_file():
                 tracker.log_file(server.log_path, "server")  # the server's own log, beside the records
 
+    model = getattr(server, "model_name", None)
     records = []
     failures = 0
-    for q, out in zip(dataset.queries, outs):
+    for q, out, text in zip(dataset.queries, outs, prompts):
         rec: dict[str, Any] = {
             "query_id": q.query_id,
             "query": q.query,
             "gt_answer": q.gt_answer or "",
             "response": "",
             "retrieved_context": _retrieved_context(used_hits[q.query_id]),
+            "prompt": text,
+            "chunks_dropped": n_dropped[q.query_id],
+            "relevant_spans": [{"doc_id": s.doc_id, "start": s.start, "end": s.end} for s in q.relevant],
+            "generation": {"model": str(model) if model else None, "prompt_tokens": out.prompt_tokens,
+                           "completion_tokens": out.completion_tokens, "latency_s": round(out.seconds, 4),
+                           "cached": out.cached, "finish_reason": out.finish_reason},
         }
         if out.ok:
             answer = extract_answer(out.text, prompt.config.answer_tag) if prompt.config.answer_tag else out.text.strip()
             rec["response"] = answer
             if answer != out.text:
                 rec["raw_response"] = out.text
-        else:
+        else:  # counted in the ledger and excluded from every answer metric and from the judge
             failures += 1
             rec["error"] = out.error
+            rec["failure"] = {"stage": ledger.GENERATION, "reason": str(out.error)}
         records.append(rec)
 
     gstats = client.stats
@@ -214,37 +220,70 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
         }
     )
 
-    # -- evaluation -------------------------------------------------------------------------------
+    # -- evaluation: only the answers that exist are judged ----------------------------------------
+    families = {"baseline"} | ({"retrieval"} if retrieval_per_q else set())
     if "evaluator" in cfg and cfg.evaluator.get("_target_"):
         evaluator = instantiate(cfg.evaluator)
         share_judge_server(cfg, evaluator, server)
         steps = getattr(evaluator, "STEPS", ())
+        answered = [i for i, r in enumerate(records) if ledger.generation_failure(r) is None]
         with timer("evaluate", total=len(steps) or None, unit="steps") as bar:
 
             def step_done(step: str) -> None:
-                bar.set_postfix_str(f"{step} of {len(records)} answers", refresh=False)
+                bar.set_postfix_str(f"{step} of {len(answered)} answers", refresh=False)
                 bar.update(1)
 
-            records, eval_metrics = evaluator.evaluate(records, cache=cache, progress=step_done if steps else None)
+            if answered:
+                judged, eval_metrics = evaluator.evaluate([records[i] for i in answered], cache=cache,
+                                                          progress=step_done if steps else None)
+            else:  # nothing to judge: every answer metric is NaN with n = 0 and the failures counted
+                judged, eval_metrics = [], {"ragchecker/overall/f1": float("nan")}
         signals.raise_if_interrupted()
-        metrics.update(eval_metrics)
+        for i, rec in zip(answered, judged):
+            records[i] = rec
+        families |= {m.family for m in registry.all_metrics() if m.name in eval_metrics}
+        metrics.update({k: v for k, v in eval_metrics.items() if registry.find(k) is None})  # counters
+        ledger.mark_judge_failures(records)
+    for rec in records:
+        rec.setdefault("metrics", {}).update(retrieval_per_q.get(rec["query_id"], {}))
 
+    scores = score_run(records, families)
+    metrics.update(scores.metrics)
     for stage, secs in timer.seconds.items():
         metrics[f"time/{stage}_s"] = round(secs, 3)
     for key, n in sorted(cache.stats.items()):
         metrics[f"cache/{key}"] = n
 
     tracker.log_json({"results": records}, "records.json")
+    tracker.log_json(scores.artifact(), "ledger.json")
     tracker.log_metrics(metrics)
     cache.close()
 
-    rate = failures / max(1, len(records))
+    rate = ledger.failed_share(records)
     if rate > top.max_failure_rate:
         # death(): a summary line (how it ended, its log), then the likely cause and the log's tail
         summary, _, details = (death or "").partition("\n")
+        c = scores.counts
         raise FailureRateExceeded(
             (f"{summary} during generation: " if death else "")
-            + f"{failures} of {len(records)} generations failed ({rate:.0%} > max_failure_rate={top.max_failure_rate}); "
-            f"see the server log and the records artifact" + (f"\n{details}" if details else "")
+            + f"{c['failed_generation']} of {c['attempted']} generations failed"
+            + (f" and {c['failed_judge']} answers could not be judged" if c["failed_judge"] else "")
+            + f" ({rate:.0%} > max_failure_rate={top.max_failure_rate}); the failed questions were not scored; "
+            f"see ledger.json, the server log and the records artifact" + (f"\n{details}" if details else "")
         )
     return metrics, records
+
+
+def _retrieval_per_question(results, queries, k: int, chunks) -> dict[str, dict[str, float]]:
+    """Per query id: the retrieval metrics at the run's k (``retrieval/<m>_at_k``) and at the fixed
+    cutoffs up to k (``retrieval/<m>_at_<c>``); only queries with relevance labels."""
+    from ragsweep.metrics.retrieval import retrieval_metrics_per_query
+    from ragsweep.metrics.retrieval_registry import cutoffs
+
+    out: dict[str, dict[str, float]] = {}
+    for depth, suffix in [(k, "k")] + [(c, str(c)) for c in cutoffs(k)]:
+        for qid, vals in retrieval_metrics_per_query(results, queries, depth, chunks=chunks).items():
+            row = out.setdefault(qid, {})
+            for name, value in vals.items():
+                row[f"retrieval/{name.split('@')[0]}_at_{suffix}"] = value
+    return out

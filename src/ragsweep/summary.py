@@ -67,31 +67,23 @@ def _fmt(value: float, scale: float) -> str:
     return f"{value:.1f}" if scale > 1 else f"{value:.3f}"
 
 
-def per_question(records: Sequence[dict[str, Any]], name: str) -> list[float] | None:
-    """The defined per-question values of ``name`` (the registry's), else None: no per-question
-    function, or records that do not hold what it reads (the summary never fails a finished run)."""
+def interval_of(result: dict[str, Any], records: Sequence[dict[str, Any]], name: str):
+    """``name``'s interval as logged (``<name>/ci_low|ci_high|n``, :mod:`ragsweep.scoring`), else
+    computed from the records' per-question values; None when neither is there."""
+    from ragsweep import stats
+
+    if f"{name}/n" in result:
+        return stats.Interval(float(result[name]), float(result.get(f"{name}/ci_low", math.nan)),
+                              float(result.get(f"{name}/ci_high", math.nan)), int(result[f"{name}/n"]))
     from ragsweep.metrics.registry import find, values
 
     metric = find(name)
     if metric is None or metric.per_question is None or not records:
         return None
     try:
-        return [v for v in values(metric, records) if math.isfinite(v)]
-    except (KeyError, TypeError, ValueError):
+        return stats.interval(values(metric, records))
+    except (KeyError, TypeError, ValueError):  # records that do not hold what it reads: no interval
         return None
-
-
-def bootstrap_ci(values: Sequence[float], level: float = 0.95, n_boot: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean over questions (seeded: the same numbers every time)."""
-    import numpy as np
-
-    x = np.asarray(values, dtype=float)
-    if len(x) < 2:
-        return (float("nan"), float("nan"))
-    rng = np.random.default_rng(seed)
-    means = x[rng.integers(0, len(x), size=(n_boot, len(x)))].mean(axis=1)
-    alpha = (1 - level) / 2
-    return float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha))
 
 
 def ui_url(host: str, experiment_id: str | None, run_id: str | None) -> str:
@@ -103,31 +95,31 @@ def ui_url(host: str, experiment_id: str | None, run_id: str | None) -> str:
 def format_summary(result: RunResult, metrics_shown: Sequence[str], total_s: float | None = None) -> str:
     m = result
     records = result.records
-    attempted = int(m.get("generator/requests", len(records)))
-    failed = int(m.get("generator/failures", sum(1 for r in records if r.get("error"))))
-    judge_fail = int(sum(v for k, v in m.items() if k.startswith("judge/") and k.endswith("failures")))
+    attempted = int(m.get("ledger/attempted", m.get("generator/requests", len(records))))
+    failed = int(m.get("ledger/failed_generation", m.get("generator/failures", sum(1 for r in records if r.get("error")))))
+    judge_fail = int(m.get("ledger/failed_judge", 0))
     head = f"ragsweep: {result.name}  {result.status}" + (f" in {total_s:.1f}s" if total_s is not None else "")
     if result.skipped:
         head += " (already finished in this sweep: not run again)"
     lines = [head]
-    lines.append(f"questions: {attempted} attempted, {attempted - failed} answered, {failed} failed generation"
-                 + (f", {judge_fail} judge failures" if judge_fail else ""))
+    lines.append(f"questions: {attempted} attempted, {attempted - failed} answered, {failed} failed generation, "
+                 f"{judge_fail} failed in the judge" + (" (failed questions are counted, never scored; see ledger.json)"
+                                                       if failed or judge_fail else ""))
     rows = [(name, m[name]) for name in metrics_shown if name in m]
     if rows:
         from ragsweep.metrics.registry import find
 
         width = max(len(n) for n, _ in rows)
-        lines.append(f"  {'metric':<{width}}  {'mean':>7}  {'95% interval':>17}  {'n':>4}")
+        lines.append(f"  {'metric':<{width}}  {'mean':>7}  {'95% interval':>17}  {'n':>4}   (percentile bootstrap over questions)")
         for name, value in rows:
             metric = find(name)
             scale = metric.scale if metric is not None else (100 if name.startswith("ragchecker/") else 1)
-            values = per_question(records, name)
+            iv = interval_of(m, records, name)
             ci, n = "", ""
-            if values is not None:
-                n = str(len(values))
-                lo, hi = bootstrap_ci(values)
-                if math.isfinite(lo):
-                    ci = f"[{_fmt(lo, scale)}, {_fmt(hi, scale)}]"
+            if iv is not None:
+                n = str(iv.n)
+                if math.isfinite(iv.low):
+                    ci = f"[{_fmt(iv.low, scale)}, {_fmt(iv.high, scale)}]"
             lines.append(f"  {name:<{width}}  {_fmt(float(value), scale):>7}  {ci:>17}  {n:>4}")
     times = [(k[len("time/"):-2], v) for k, v in m.items() if k.startswith("time/") and k.endswith("_s")]
     if times:

@@ -80,10 +80,20 @@ def all_metrics(family: str | None = None) -> Iterator[Metric]:
 
 
 def values(metric: Metric, records: Iterable[dict[str, Any]]) -> list[float]:
-    """``metric``'s per-question values of ``records`` (NaN where undefined)."""
+    """``metric``'s per-question values of ``records`` (NaN where undefined). A record whose
+    generation failed is NaN for every metric that reads the answer (:mod:`ragsweep.ledger`):
+    failed work is counted, never scored as an empty answer."""
+    from ragsweep.ledger import excluded
+
     if metric.per_question is None:
         raise ValueError(f"metric {metric.name!r} has no per-question function")
-    return [float(metric.per_question(r)) for r in records]
+    return [float("nan") if excluded(r, metric.family) else float(metric.per_question(r)) for r in records]
+
+
+def by_question(metric: Metric, records: Iterable[dict[str, Any]]) -> dict[str, float]:
+    """``metric``'s per-question values keyed by question id (NaN where undefined or failed)."""
+    recs = list(records)
+    return {str(r.get("query_id", i)): v for i, (r, v) in enumerate(zip(recs, values(metric, recs)))}
 
 
 def mean(vals: Iterable[float]) -> float:

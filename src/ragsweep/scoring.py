@@ -1,0 +1,95 @@
+"""A run's numbers, each with how far it can be trusted.
+
+``score_run(records, families)`` reads every registered metric of ``families`` question by
+question (:mod:`ragsweep.metrics.registry`), and returns for each:
+
+    <metric>            the mean over the questions that define it
+    <metric>/ci_low     95% percentile-bootstrap interval over questions (seeded, B = 2,000;
+    <metric>/ci_high      :func:`ragsweep.stats.interval`)
+    <metric>/n          questions scored
+    <metric>/failed     questions whose generation or judge call failed (never scored)
+    <metric>/undefined  questions the metric does not apply to (no ground truth, no labels ...)
+
+plus the run-level ledger ``ledger/attempted|answered|failed_generation|failed_judge``, the per-question
+values keyed by question id, and the per-metric ledger (:mod:`ragsweep.ledger`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+from ragsweep import ledger as ledger_mod
+from ragsweep import stats
+from ragsweep.metrics import registry
+
+SUFFIXES = ("ci_low", "ci_high", "n", "failed", "undefined")
+
+
+@dataclass
+class RunScores:
+    metrics: dict[str, float] = field(default_factory=dict)
+    per_question: dict[str, dict[str, float]] = field(default_factory=dict)
+    intervals: dict[str, stats.Interval] = field(default_factory=dict)
+    ledger: dict[str, dict[str, int]] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+
+    def artifact(self) -> dict[str, Any]:
+        """The ``ledger.json`` artifact: run counts, per-metric ledger, failed questions with reasons."""
+        return {"counts": self.counts, "metrics": self.ledger, "failures": self.failures,
+                "interval": f"{int(stats.CONFIDENCE * 100)}% {stats.METHOD} over questions, B={stats.RESAMPLES}, seed={stats.SEED}"}
+
+
+def _present(metric: registry.Metric, records: Sequence[dict[str, Any]]) -> bool:
+    """Retrieval metrics exist only at the cutoffs the run computed (up to its depth)."""
+    if metric.family != "retrieval":
+        return True
+    return any(metric.name in (r.get("metrics") or {}) for r in records)
+
+
+def score_run(records: Sequence[dict[str, Any]], families: Iterable[str]) -> RunScores:
+    wanted = set(families)
+    out = RunScores()
+    values: dict[str, list[float]] = {}
+    fams: dict[str, str] = {}
+    for m in registry.all_metrics():
+        if m.family not in wanted or m.per_question is None or not _present(m, records):
+            continue
+        try:
+            vals = registry.values(m, records)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            continue  # the records do not carry what this metric reads (its step did not run)
+        values[m.name] = vals
+        fams[m.name] = m.family
+        out.per_question[m.name] = {str(r.get("query_id", i)): v for i, (r, v) in enumerate(zip(records, vals))}
+    out.ledger = ledger_mod.ledger(records, values, fams)
+    for name, vals in values.items():
+        iv = stats.interval(vals)
+        out.intervals[name] = iv
+        led = out.ledger[name]
+        out.metrics.update({
+            name: iv.mean,
+            f"{name}/ci_low": iv.low,
+            f"{name}/ci_high": iv.high,
+            f"{name}/n": float(iv.n),
+            f"{name}/failed": float(led["failed_generation"] + led["failed_judge"]),
+            f"{name}/undefined": float(led["undefined"]),
+        })
+    out.counts = ledger_mod.counts(records)
+    out.metrics.update({f"ledger/{k}": float(v) for k, v in out.counts.items()})
+    out.failures = ledger_mod.failures(records)
+    return out
+
+
+def is_summary_key(name: str) -> bool:
+    """Whether ``name`` is one of the interval/ledger companions of a metric."""
+    return name.rsplit("/", 1)[-1] in SUFFIXES and "/" in name
+
+
+def finite(x: Any) -> bool:
+    try:
+        return math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False
