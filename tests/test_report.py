@@ -22,8 +22,21 @@ TOPK_SWEEP = {
         {"metric": "ragchecker/retriever/claim_recall", "param": "top_k", "expect": "increasing", "paper": "Fig. 6"},
         {"metric": "ragchecker/retriever/context_precision", "param": "top_k", "expect": "decreasing", "paper": "Fig. 6"},
         {"metric": "ragchecker/generator/faithfulness", "param": "top_k", "expect": "increasing", "paper": "Fig. 6"},
+        {"metric": "ragchecker/overall/f1", "param": "top_k", "expect": "increasing", "paper": "Sec. 4.4"},
     ],
 }
+N_Q = 30
+
+
+def per_question(mean: float, shift_sd: float = 0.0, seed: int = 0, base_seed: int = 7, spread: float = 15.0) -> list[float]:
+    """N_Q per-question values with exactly ``mean``: a question effect shared by every system
+    (``base_seed``) plus this system's own noise (``shift_sd``), as paired data look."""
+    import numpy as np
+
+    base = np.random.default_rng(base_seed).normal(0, spread, N_Q)
+    own = np.random.default_rng(seed).normal(0, shift_sd, N_Q) if shift_sd else np.zeros(N_Q)
+    v = base + own
+    return list(v - v.mean() + mean)
 
 
 # (name, scale, higher is better?) as RAGChecker Table 3 and RAGBench state them; registered here only
@@ -80,7 +93,8 @@ class Store:
         self.client.set_terminated(run.info.run_id, "FINISHED")
         return run.info.run_id
 
-    def child(self, exp_id: str, parent: str, params: dict, metrics: dict, status: str = "FINISHED", offset: int = 0) -> str:
+    def child(self, exp_id: str, parent: str, params: dict, metrics: dict, status: str = "FINISHED", offset: int = 0,
+              scores: dict | None = None) -> str:
         from mlflow.entities import Metric, Param
 
         run = self.client.create_run(exp_id, start_time=self.t0 + offset,
@@ -91,6 +105,9 @@ class Store:
             metrics=[Metric(k, float(v), self.t0, 0) for k, v in metrics.items()],
             params=[Param(k, str(v)) for k, v in {**params, "run_name": f"r{offset}"}.items()],
         )
+        if scores:  # the per-question values, as the pipeline writes them into records.json
+            records = [{"query_id": f"q{i}", "scores": {m: vals[i] for m, vals in scores.items()}} for i in range(N_Q)]
+            self.client.log_dict(rid, {"results": records}, "records.json")
         self.client.set_terminated(rid, status)
         return rid
 
@@ -105,9 +122,14 @@ def store(tmp_path_factory):
     s.old_parent = s.parent(exp, "old", TOPK_SWEEP, offset=0)  # an older parent: must not be picked
     pid = s.parent(exp, "ragchecker_topk", TOPK_SWEEP, offset=1000)
     s.child(exp, pid, {**BASE_PARAMS, "top_k": "10"}, _metrics(99.0, 99.0), offset=1100)  # superseded duplicate
-    s.child(exp, pid, {**BASE_PARAMS, "top_k": "5"}, _metrics(41.2, 30.0), offset=1200)
-    s.child(exp, pid, {**BASE_PARAMS, "top_k": "10"}, _metrics(47.9, 35.0), offset=1300)
-    s.child(exp, pid, {**BASE_PARAMS, "top_k": "20"}, _metrics(52.3, 40.0), offset=1400)
+    for i, (k, cr, cp, f1) in enumerate([("5", 41.2, 30.0, 44.0), ("10", 47.9, 35.0, 44.5), ("20", 52.3, 40.0, 45.0)]):
+        scores = {"ragchecker/retriever/claim_recall": per_question(cr, 2.0, seed=i),
+                  "ragchecker/retriever/context_precision": per_question(cp, 2.0, seed=10 + i),
+                  "ragchecker/overall/f1": per_question(f1, 20.0, seed=20 + i)}
+        ci = {"ragchecker/retriever/claim_recall/ci_low": cr - 5.0, "ragchecker/retriever/claim_recall/ci_high": cr + 5.0,
+              "ragchecker/retriever/claim_recall/n": N_Q}
+        s.child(exp, pid, {**BASE_PARAMS, "top_k": k}, {**_metrics(cr, cp), "ragchecker/overall/f1": f1, **ci},
+                offset=1200 + 100 * i, scores=scores)
     s.child(exp, pid, {**BASE_PARAMS, "top_k": "20"}, _metrics(1.0, 1.0), status="FAILED", offset=1500)  # resumed-sweep leftover
     s.child(exp, pid, {**BASE_PARAMS, "top_k": "5"}, _metrics(1.0, 1.0), status="KILLED", offset=1600)
     s.topk_parent = pid
@@ -121,7 +143,9 @@ def store(tmp_path_factory):
         for j, prompt in enumerate(("no_context", "long_cot")):
             m = {"trace/relevance": rel, "trace/utilization": 0.3 + 0.1 * j, "trace/completeness": 0.5 + 0.1 * j,
                  "trace/adherence_rate": 0.1 if prompt == "no_context" else 0.9}
-            s.child(exp2, pid2, {**BASE_PARAMS, "retriever": ret, "top_k": k, "prompt": prompt}, m, offset=2100 + 10 * i + j)
+            scores = {name: per_question(v, 0.01, seed=100 + 10 * i + j, spread=0.05) for name, v in m.items()}
+            s.child(exp2, pid2, {**BASE_PARAMS, "retriever": ret, "top_k": k, "prompt": prompt}, m, offset=2100 + 10 * i + j,
+                    scores=scores)
     s.ragbench_parent = pid2
 
     s.experiment("empty_children")
@@ -150,7 +174,7 @@ def test_table(topk_report):
         assert f"| {header} |" in md or f"| {header}" in md
     rows = [line for line in md.splitlines() if line.startswith("| bm25_smollm2")]
     assert [r.split(" | ")[1] for r in rows] == ["5", "10", "20"]  # sorted numerically
-    assert "| 41.2 | 30.0 |" in rows[0] and "| 52.3 | 40.0 |" in rows[2]
+    assert "| 41.2 ± 5.0 (30) | 30.0 |" in rows[0] and "| 52.3 ± 5.0 (30) | 40.0 |" in rows[2]  # mean ± half-width (n)
     assert "99.0" not in md and "| 1.0 | 1.0 |" not in md  # superseded and FAILED/KILLED children ignored
     assert "n/a" in rows[0]  # faithfulness not logged
     with open(out / "table.csv", newline="") as fh:
@@ -166,15 +190,40 @@ def test_directions(topk_report):
     md = (out / "directions.md").read_text()
     verdicts = {v["metric"]: v for v in json.loads((out / "directions.json").read_text())}
     cr = verdicts["ragchecker/retriever/claim_recall"]
-    assert cr["verdict"] == "REPRODUCED"
+    assert cr["verdict"] == "REPRODUCED" and cr["n"] == N_Q and cr["p"] < 0.05
     assert cr["observed"] == "k=5 41.2 -> k=10 47.9 -> k=20 52.3"
-    assert verdicts["ragchecker/retriever/context_precision"]["verdict"] == "NOT REPRODUCED"
-    assert verdicts["ragchecker/generator/faithfulness"]["verdict"] == "NOT TESTABLE"
-    assert "k=5 41.2 -> k=10 47.9 -> k=20 52.3" in md and "**NOT REPRODUCED**" in md
-    assert "1 reproduced, 1 not reproduced, 1 not testable" in md
-    assert "  ragchecker/retriever/claim_recall: k=5 41.2 -> k=10 47.9 -> k=20 52.3: increasing — REPRODUCED" in stdout
+    assert [round(st["diff"], 1) for st in cr["steps"]] == [6.7, 4.4]
+    assert all(st["p_holm"] >= st["p"] for st in cr["steps"])
+    cp = verdicts["ragchecker/retriever/context_precision"]
+    assert cp["verdict"] == "CONTRADICTED"  # rises significantly where the paper says it falls
+    f1 = verdicts["ragchecker/overall/f1"]  # +0.5 per step under noise of sd 20: no evidence either way
+    assert f1["verdict"] == "SAME DIRECTION, NOT SIGNIFICANT" and f1["p"] > 0.05 and f1["n_needed"] > N_Q
+    assert verdicts["ragchecker/generator/faithfulness"]["verdict"] == "NO DATA"
+    assert "k=5 41.2 [" in md and "**CONTRADICTED**" in md and "### Steps" in md
+    assert "1 reproduced, 1 same direction, not significant, 0 opposite direction, not significant, 1 contradicted, 1 no data" in md
+    assert "Judge: evaluator=offline" in md
+    line = next(x for x in stdout.splitlines() if "claim_recall" in x and "REPRODUCED" in x)
+    assert line.startswith("  ragchecker/retriever/claim_recall: k=5 41.2 -> k=10 47.9 -> k=20 52.3: increasing — REPRODUCED (p=")
+    comp = (out / "comparisons.md").read_text()
+    assert "baseline `k=5`" in comp and "| k=5 → k=20 |" in comp and "p (Holm)" in comp
 
 
+def test_a_sweep_on_too_few_questions_is_not_significant(store, tmp_path):
+    """The issue's case: three questions cannot show a direction, however the means line up."""
+    import pandas as pd
+
+    from ragsweep.report.directions import decide
+    from ragsweep.report.paired import adjust
+
+    metric = "ragchecker/retriever/context_precision"
+    recs = {f"r{k}": [{"query_id": f"q{i}", "scores": {metric: v}} for i, v in enumerate(vals)]
+            for k, vals in ((5, [20.0, 25.0, 15.0]), (10, [10.0, 12.5, 7.5]), (20, [5.0, 6.25, 3.75]))}
+    df = pd.DataFrame({"run_id": list(recs), "run_name": list(recs), "top_k": [5, 10, 20], metric: [20.0, 10.0, 5.0]})
+    v = check_direction(df, {"metric": metric, "param": "top_k", "expect": "decreasing"}, recs)
+    adjust(v.comparisons)
+    decide(v)
+    assert v.verdict == "SAME DIRECTION, NOT SIGNIFICANT" and v.n == 3
+    assert v.p >= 0.25  # exact sign-flip p with n = 3 can be no smaller than 2/8
 def test_figures_and_artifacts(topk_report, store):
     import matplotlib.image as mpimg
 
@@ -201,7 +250,7 @@ def test_ragbench_layout_from_packaged_spec(store, tmp_path, capsys):
     assert verdicts[("trace/relevance", "top_k")] == "REPRODUCED"
     assert verdicts[("trace/adherence_rate", "prompt")] == "REPRODUCED"
     assert verdicts[("trace/utilization", "prompt")] == "REPRODUCED"
-    assert verdicts[("ragchecker/generator/hallucination", "prompt")] == "NOT TESTABLE"
+    assert verdicts[("ragchecker/generator/hallucination", "prompt")] == "NO DATA"
     for p in ("retriever", "top_k", "prompt", "generator"):
         assert (tmp_path / f"fig_{p}.png").stat().st_size > 1000
     assert store.client.list_artifacts(store.ragbench_parent, "report") == []  # --no-log
@@ -242,24 +291,66 @@ def test_missing_store(tmp_path, capsys, monkeypatch):
     assert not (tmp_path / "mlruns").exists()
 
 
-def test_direction_rules():
+def _rules_frame():
+    """Three runs (overlap 0 / 0.2 / 0.4 = prompts a / b / c) with per-question values."""
     import pandas as pd
 
-    df = pd.DataFrame({"chunk_overlap": [0.0, 0.2, 0.4], "prompt": ["a", "b", "c"],
-                       "ragchecker/retriever/claim_recall": [77.8, 79.5, 78.1], "trace/utilization": [0.3, 0.5, 0.4],
-                       "ragchecker/retriever/context_precision": [69.3, 71.5, 71.1]})
-    flat = check_direction(df, {"metric": "ragchecker/retriever/claim_recall", "param": "chunk_overlap", "expect": "flat"})
-    assert flat.verdict == "REPRODUCED" and flat.expected == "barely moves (max-min <= 2)"
-    assert check_direction(df, {"metric": "ragchecker/retriever/claim_recall", "param": "chunk_overlap", "expect": "flat", "tol": 1}).verdict == "NOT REPRODUCED"
-    assert check_direction(df, {"metric": "ragchecker/retriever/claim_recall", "param": "chunk_overlap", "expect": "increasing"}).verdict == "NOT REPRODUCED"
-    # net rise 0.3 is within tol 1.5: not an increase
-    assert check_direction(df, {"metric": "ragchecker/retriever/claim_recall", "param": "chunk_overlap", "expect": "increasing", "tol": 1.5}).verdict == "NOT REPRODUCED"
-    # a dip of 0.4 fails the strict rule, passes with tol 0.5 (net rise 1.8 > 0.5)
-    cp = {"metric": "ragchecker/retriever/context_precision", "param": "chunk_overlap", "expect": "increasing"}
-    assert check_direction(df, cp).verdict == "NOT REPRODUCED"
-    assert check_direction(df, {**cp, "tol": 0.5}).verdict == "REPRODUCED"
-    assert check_direction(df, {**cp, "expect": "decreasing"}).verdict == "NOT REPRODUCED"
-    assert check_direction(df, {"metric": "trace/utilization", "param": "prompt", "expect": {"higher_for": "b"}}).verdict == "REPRODUCED"
-    assert check_direction(df, {"metric": "trace/utilization", "param": "prompt", "expect": {"higher_for": "c", "than": "a"}}).verdict == "REPRODUCED"
-    assert check_direction(df, {"metric": "trace/utilization", "param": "prompt", "expect": {"lower_for": "c"}}).verdict == "NOT REPRODUCED"
-    assert check_direction(df, {"metric": "trace/utilization", "param": "prompt", "expect": {"higher_for": "z"}}).verdict == "NOT TESTABLE"
+    means = {"ragchecker/retriever/claim_recall": [78.0, 78.1, 77.9], "trace/utilization": [0.3, 0.5, 0.4],
+             "ragchecker/retriever/context_precision": [60.0, 65.0, 70.0]}
+    sd = {"ragchecker/retriever/claim_recall": 0.3, "trace/utilization": 0.02, "ragchecker/retriever/context_precision": 1.0}
+    recs = {}
+    for j in range(3):
+        vals = {m: per_question(ms[j], sd[m], seed=j, spread=10.0 if m != "trace/utilization" else 0.1) for m, ms in means.items()}
+        recs[f"r{j}"] = [{"query_id": f"q{i}", "scores": {m: v[i] for m, v in vals.items()}} for i in range(N_Q)]
+    df = pd.DataFrame({"run_id": list(recs), "run_name": list(recs), "chunk_overlap": [0.0, 0.2, 0.4], "prompt": ["a", "b", "c"],
+                       **{m: ms for m, ms in means.items()}})
+    return df, recs
+
+
+def _verdict(df, recs, d):
+    from ragsweep.report.directions import decide
+    from ragsweep.report.paired import adjust
+
+    v = check_direction(df, d, recs)
+    adjust(v.comparisons)
+    return decide(v)
+
+
+def test_direction_rules():
+    df, recs = _rules_frame()
+    cr = {"metric": "ragchecker/retriever/claim_recall", "param": "chunk_overlap"}
+    flat = _verdict(df, recs, {**cr, "expect": "flat"})
+    assert flat.verdict == "REPRODUCED" and flat.expected == "barely moves (|step| <= 2)"
+    # steps of 0.1 / 0.2 measured precisely (paired sd 0.3): significant moves beyond tol 0.01
+    assert _verdict(df, recs, {**cr, "expect": "flat", "tol": 0.01}).verdict == "CONTRADICTED"
+    cp = {"metric": "ragchecker/retriever/context_precision", "param": "chunk_overlap"}
+    assert _verdict(df, recs, {**cp, "expect": "increasing"}).verdict == "REPRODUCED"
+    assert _verdict(df, recs, {**cp, "expect": "decreasing"}).verdict == "CONTRADICTED"
+    assert _verdict(df, recs, {**cp, "expect": "flat"}).verdict == "CONTRADICTED"
+    ut = {"metric": "trace/utilization", "param": "prompt"}
+    assert _verdict(df, recs, {**ut, "expect": {"higher_for": "b"}}).verdict == "REPRODUCED"
+    assert _verdict(df, recs, {**ut, "expect": {"higher_for": "c", "than": "a"}}).verdict == "REPRODUCED"
+    assert _verdict(df, recs, {**ut, "expect": {"lower_for": "c"}}).verdict == "CONTRADICTED"
+    assert _verdict(df, recs, {**ut, "expect": {"higher_for": "z"}}).verdict == "NO DATA"
+    assert _verdict(df, {}, {**ut, "expect": {"higher_for": "b"}}).verdict == "NO DATA"  # no per-question values
+
+
+def test_check_against_expected_results(store, tmp_path, capsys):
+    """--write-expected prints a block; --check passes on the same runs and names what moved otherwise."""
+    import yaml
+
+    from ragsweep.report import cli as report_cli
+
+    rep = report_cli.build_report(store.uri, "ragchecker_topk", None, str(tmp_path), log_to_parent=False)
+    block = yaml.safe_load(report_cli.expected.block(rep.df, rep.params, rep.spec))["sweep"]["expected"]
+    problems, _ = report_cli.expected.check(rep.df, rep.params, {"expected": block})
+    assert problems == []
+    moved = yaml.safe_load(yaml.safe_dump(block))
+    entry = moved["None"]["systems"]["top_k=10"]["ragchecker/retriever/claim_recall"]
+    entry.update(mean=60.0, ci_low=58.0, ci_high=62.0)
+    problems, _ = report_cli.expected.check(rep.df, rep.params, {"expected": moved})
+    assert len(problems) == 1 and problems[0].startswith("top_k=10 ragchecker/retriever/claim_recall: 47.9")
+    assert report_cli.expected.check(rep.df, rep.params, {})[0] is None
+    # the command: exit 2 when the config states nothing for this limit
+    assert main(["--experiment", "ragchecker_topk", "--tracking-uri", store.uri, "--out", str(tmp_path), "--no-log", "--check"]) == 2
+    assert "states no expected results" in capsys.readouterr().err

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from pathlib import Path
 from typing import Any
 
@@ -249,6 +250,10 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
 
     scores = score_run(records, families)
     metrics.update(scores.metrics)
+    for i, rec in enumerate(records):  # each question's value of every metric, as aggregated (NaN -> null)
+        qid = str(rec.get("query_id", i))
+        rec["scores"] = {name: (v if math.isfinite(v) else None) for name, pq in scores.per_question.items()
+                         for v in (pq.get(qid, float("nan")),)}
     for stage, secs in timer.seconds.items():
         metrics[f"time/{stage}_s"] = round(secs, 3)
     for key, n in sorted(cache.stats.items()):

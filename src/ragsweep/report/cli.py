@@ -8,12 +8,14 @@ import json
 import logging
 import os
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 from ragsweep import tracking
-from ragsweep.report.directions import Verdict, check_direction, directions_markdown, parse_expect
+from ragsweep import stats
+from ragsweep.report import expected, paired
+from ragsweep.report.directions import Verdict, check_direction, decide, directions_markdown, parse_expect
 from ragsweep.report.figures import make_figures
 from ragsweep.report.frame import ReportError, declared_order, runs_frame, varying_params
 from ragsweep.report.table import LAYOUTS, RAGBENCH_LEGEND, RAGCHECKER_LEGEND, build_table, infer_layout, markdown_table
@@ -46,6 +48,35 @@ def load_sweep_spec(client, runs: SweepRuns) -> tuple[dict[str, Any], str, dict[
     return {}, "inferred from the runs (no sweep.json, no experiment config)", sweeper
 
 
+#: metrics compared with the baseline when the sweep names no direction
+DEFAULT_COMPARE = ("ragchecker/overall/f1", "ragchecker/retriever/claim_recall", "ragchecker/generator/faithfulness",
+                   "trace/adherence_rate", "retrieval/recall_at_k")
+
+
+def judge_text(children: Sequence[Any]) -> str:
+    """Which judge produced the numbers: the runs' judge card tags, else their evaluator param."""
+    seen = []
+    for r in children:
+        tags = r.data.tags
+        text = tags.get("ragsweep.judge.summary") or tags.get("ragsweep.judge") or ""
+        if not text:
+            ev = r.data.params.get("evaluator")
+            text = f"evaluator={ev}" if ev else "unknown (no judge card on the runs)"
+        if text not in seen:
+            seen.append(text)
+    return "; ".join(seen) if seen else "unknown"
+
+
+def extra_lines(client: Any, runs: SweepRuns) -> list[str]:
+    """Lines other parts of ragsweep put beside the verdicts (e.g. the sweep's degeneracy warnings)."""
+    try:
+        from ragsweep import degenerate
+    except ImportError:
+        return []
+    found, data = tracking.read_json_artifact(client, runs.parent_id, "degeneracy.json")
+    return list(degenerate.report_lines(data)) + [""] if found and hasattr(degenerate, "report_lines") else []
+
+
 @dataclass
 class Report:
     runs: SweepRuns
@@ -56,6 +87,8 @@ class Report:
     files: list[Path]
     out: Path
     spec_source: str
+    df: Any = None
+    spec: Any = None
 
 
 def build_report(tracking_uri: str | None, experiment: str | None, run_id: str | None, out: str | None, log_to_parent: bool = True) -> Report:
@@ -100,6 +133,8 @@ def build_report(tracking_uri: str | None, experiment: str | None, run_id: str |
     header = (
         f"# {runs.experiment}: {'RAGChecker Table 3' if layout == 'ragchecker' else 'RAGBench Table 6'} layout\n\n"
         f"Parent run `{runs.parent_id}` ({runs.parent_name}), {len(runs.children)} finished systems{skipped}.\n\n"
+        f"Each cell: mean ± half-width of its 95% {stats.METHOD} interval over questions (n = questions scored; "
+        "failed and undefined questions are not scored, see each run's ledger.json).\n\n"
     )
     files = []
     p = out_dir / "table.md"
@@ -109,19 +144,33 @@ def build_report(tracking_uri: str | None, experiment: str | None, run_id: str |
     csv.to_csv(p, index=False)
     files.append(p)
 
-    verdicts = [check_direction(df, d) for d in directions]
+    records = {r.info.run_id: paired.records_of(client, r.info.run_id) for r in runs.children}
+    verdicts = [check_direction(df, d, records) for d in directions]
+    compared = list(dict.fromkeys([str(d["metric"]) for d in directions] or list(DEFAULT_COMPARE)))
+    baseline = paired.baseline_comparisons(df, compared, records, spec.get("baseline"), params)
+    paired.adjust([c for v in verdicts for c in v.comparisons] + baseline)  # one Holm family per report
+    for v in verdicts:
+        decide(v)
+    judge = judge_text(runs.children)
     p = out_dir / "directions.md"
-    p.write_text(directions_markdown(verdicts, runs, source), encoding="utf-8")
+    p.write_text(directions_markdown(verdicts, runs, source, judge, extra_lines(client, runs)), encoding="utf-8")
     files.append(p)
     p = out_dir / "directions.json"
-    p.write_text(json.dumps([asdict(v) for v in verdicts], indent=1, default=str), encoding="utf-8")
+    p.write_text(json.dumps([v.as_dict() for v in verdicts], indent=1, default=str), encoding="utf-8")
+    files.append(p)
+    base_name = baseline[0].a if baseline else ""
+    p = out_dir / "comparisons.md"
+    p.write_text(f"# {runs.experiment}: every system against the baseline\n\nJudge: {judge}\n\n"
+                 + paired.comparisons_markdown(baseline, f"B - A with A = baseline `{base_name}`",
+                                               "The baseline is `sweep.baseline` (a run name or a label such as `k=5`) or the first system.")
+                 + "\n" + paired.RULES + "\n", encoding="utf-8")
     files.append(p)
 
-    files += make_figures(df, layout, params, directions, runs.experiment, out_dir)
+    files += make_figures(df, layout, params, directions, runs.experiment, out_dir, records)
 
     if log_to_parent:
         tracking.log_files(client, runs.parent_id, files, ARTIFACT_DIR)
-    return Report(runs, layout, params, table_md, verdicts, files, out_dir, source)
+    return Report(runs, layout, params, table_md, verdicts, files, out_dir, source, df, spec)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -131,6 +180,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--out", help="output folder (default: reports/NAME/)")
     ap.add_argument("--tracking-uri", help=f"MLflow tracking URI (default: $MLFLOW_TRACKING_URI or {tracking.DEFAULT_TRACKING_URI})")
     ap.add_argument("--no-log", action="store_true", help="do not log the report to the parent run")
+    ap.add_argument("--check", action="store_true",
+                    help="compare the sweep with the expected results its experiment config states (sweep.expected); "
+                         "exit 1 naming what moved")
+    ap.add_argument("--write-expected", action="store_true",
+                    help="print this sweep's results as a sweep.expected block for its experiment config")
     args = ap.parse_args(argv)
     if not args.experiment and not args.run:
         ap.error("give --experiment NAME (or --run PARENT_RUN_ID)")
@@ -145,6 +199,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ReportError, TrackingError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
+    if args.write_expected:
+        print(expected.block(rep.df, rep.params, rep.spec or {}))
+        return 0
+    if args.check:
+        problems, lines = expected.check(rep.df, rep.params, rep.spec or {})
+        print("\n".join(lines))
+        if problems is None:
+            print(f"{PROG}: error: {rep.runs.experiment} states no expected results for this dataset.limit "
+                  "(add them with --write-expected)", file=sys.stderr)
+            return 2
+        if problems:
+            print(f"{PROG}: error: {len(problems)} result(s) moved outside the expected interval:", file=sys.stderr)
+            for line in problems:
+                print(f"  {line}", file=sys.stderr)
+            return 1
+        return 0
     r = rep.runs
     print(f"{r.experiment}: parent run {r.parent_id}, {len(r.children)} systems ({rep.layout} layout; swept: {', '.join(rep.params) or '-'})")
     print(rep.table_md)

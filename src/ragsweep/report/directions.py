@@ -9,11 +9,23 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from typing import Mapping
+
+from ragsweep import stats
 from ragsweep.report.frame import ReportError, _same, fmt, metric_scale, values_of, value_label
+from ragsweep.report.paired import RULES, compare, level_values, p_text
 from ragsweep.report.table import _md_cell
 from ragsweep.tracking import SweepRuns
 
-REPRODUCED, NOT_REPRODUCED, NOT_TESTABLE = "REPRODUCED", "NOT REPRODUCED", "NOT TESTABLE"
+REPRODUCED = "REPRODUCED"
+SAME_NS = "SAME DIRECTION, NOT SIGNIFICANT"
+OPPOSITE_NS = "OPPOSITE DIRECTION, NOT SIGNIFICANT"
+CONTRADICTED = "CONTRADICTED"
+NO_DATA = "NO DATA"
+VERDICTS = (REPRODUCED, SAME_NS, OPPOSITE_NS, CONTRADICTED, NO_DATA)
+# the names of the verdicts before they carried statistics (kept for code that imports them)
+NOT_REPRODUCED, NOT_TESTABLE = CONTRADICTED, NO_DATA
+ALPHA = 0.05
 
 
 @dataclass
@@ -26,13 +38,28 @@ class Verdict:
     detail: str = ""
     paper: str = ""
     note: str = ""
-    values: list[list[Any]] = field(default_factory=list)  # [[param value, mean], ...]
+    values: list[list[Any]] = field(default_factory=list)  # [[param value, mean, ci_low, ci_high, n], ...]
+    p: float | None = None  # the weakest step's Holm-adjusted p
+    n: int | None = None  # the fewest questions any step was paired over
+    n_needed: int | None = None  # questions to detect the weakest step's observed effect at 80% power
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    kind: str = ""
+    tol: float = 0.0
+    comparisons: list[Any] = field(default_factory=list, repr=False)  # paired.Comparison, not serialised
 
     def line(self) -> str:
         obs = f"{self.observed}: " if self.observed else ""
-        why = f" ({self.detail})" if self.detail and self.verdict != REPRODUCED else ""
+        stat = f" (p={p_text(self.p)}, n={self.n}" + (f", ~{self.n_needed} questions for 80% power" if self.n_needed and self.verdict in (SAME_NS, OPPOSITE_NS) else "") + ")" if self.p is not None else ""
+        why = f" ({self.detail})" if self.detail and self.verdict == NO_DATA else ""
         paper = f" [paper: {self.paper}]" if self.paper else ""
-        return f"{self.metric}: {obs}{self.expected} — {self.verdict}{why}{paper}"
+        return f"{self.metric}: {obs}{self.expected} — {self.verdict}{stat}{why}{paper}"
+
+    def as_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        d = asdict(self)
+        d.pop("comparisons", None)
+        return d
 
 
 def parse_expect(expect: Any) -> tuple[str, Any, list[Any] | None]:
@@ -58,7 +85,9 @@ def parse_expect(expect: Any) -> tuple[str, Any, list[Any] | None]:
     raise ReportError(f"sweep.directions: unknown expect {expect!r} (increasing, decreasing, flat, higher_for: V, lower_for: V)")
 
 
-def check_direction(df, d: dict[str, Any]) -> Verdict:
+def check_direction(df, d: dict[str, Any], records: Mapping[str, Any] | None = None) -> Verdict:
+    """Plan a direction's paired comparisons (no verdict on the data yet: call :func:`decide`
+    after the report's p-values were Holm-adjusted together). ``records``: run id -> records."""
     metric = str(d.get("metric", ""))
     param = str(d.get("param", ""))
     kind, target, than = parse_expect(d.get("expect"))
@@ -67,11 +96,12 @@ def check_direction(df, d: dict[str, Any]) -> Verdict:
     expected = {
         "increasing": "increasing",
         "decreasing": "decreasing",
-        "flat": f"barely moves (max-min <= {tol:g})",
+        "flat": f"barely moves (|step| <= {tol:g})",
         "higher_for": f"higher for {target}" + (f" than {', '.join(map(str, than))}" if than else ""),
         "lower_for": f"lower for {target}" + (f" than {', '.join(map(str, than))}" if than else ""),
     }[kind]
-    v = Verdict(metric, param, expected, NOT_TESTABLE, paper=str(d.get("paper", "") or ""), note=str(d.get("note", "") or ""))
+    v = Verdict(metric, param, expected, NO_DATA, paper=str(d.get("paper", "") or ""), note=str(d.get("note", "") or ""),
+                kind=kind, tol=tol)
     if param not in df.columns:
         v.detail = f"param '{param}' not logged"
         return v
@@ -79,39 +109,27 @@ def check_direction(df, d: dict[str, Any]) -> Verdict:
     if len(values) < 2:
         v.detail = f"'{param}' has {len(values)} value(s) in this sweep"
         return v
-    if metric not in df.columns:
+    if metric not in df.columns and records is None:
         v.detail = "metric not logged"
         return v
-    col = df[metric].astype(float)
-    means = []
-    for val in values:
-        mask = df[param].map(lambda x, val=val: x is not None and _same(x, val))
-        means.append(float(col[mask].mean()))
-    v.values = [[val, m] for val, m in zip(values, means)]
+    levels = level_values(df, param, metric, records or {})
+    ivs = {val: stats.interval(pq.values()) if pq is not None else None for val, pq in levels.items()}
+    v.values = [[val, iv.mean, iv.low, iv.high, iv.n] if iv else [val, float("nan"), float("nan"), float("nan"), 0]
+                for val, iv in ivs.items()]
     numeric = all(isinstance(x, (int, float)) for x in values)
     sep = " -> " if numeric else ", "
-    v.observed = sep.join(f"{value_label(param, val)} {fmt(m)}" for val, m in zip(values, means))
-    nan = [value_label(param, val) for val, m in zip(values, means) if math.isnan(m)]
-    if nan:
-        v.detail = f"metric is NaN for {', '.join(nan)}"
+    v.observed = sep.join(f"{value_label(param, val)} {fmt(iv.mean) if iv else 'n/a'}" for val, iv in ivs.items())
+    missing = [value_label(param, val) for val, iv in ivs.items() if iv is None or iv.n == 0]
+    if missing:
+        v.detail = (f"no per-question values for {', '.join(missing)}" if any(ivs[val] is None for val in ivs)
+                    else f"metric is undefined for {', '.join(missing)}")
         return v
 
-    ok = False
-    if kind in ("increasing", "decreasing"):
-        sign = 1.0 if kind == "increasing" else -1.0
-        steps = [sign * (b - a) for a, b in zip(means, means[1:])]
-        bad = [i for i, s in enumerate(steps) if s < -tol]
-        net = sign * (means[-1] - means[0])
-        ok = not bad and net > tol
-        if bad:
-            i = bad[0]
-            v.detail = f"{value_label(param, values[i])} -> {value_label(param, values[i + 1])} goes the other way"
-        elif not ok:
-            v.detail = f"net change {means[-1] - means[0]:+.3g} is not beyond tol {tol:g}"
-    elif kind == "flat":
-        spread = max(means) - min(means)
-        ok = spread <= tol
-        v.detail = f"max-min = {spread:.3g}"
+    def comp(a: Any, b: Any):
+        return compare(metric, value_label(param, a), levels[a], value_label(param, b), levels[b])
+
+    if kind in ("increasing", "decreasing", "flat"):
+        v.comparisons = [comp(a, b) for a, b in zip(values, values[1:])]
     else:
         idx = next((i for i, val in enumerate(values) if _same(val, target)), None)
         if idx is None:
@@ -119,22 +137,62 @@ def check_direction(df, d: dict[str, Any]) -> Verdict:
             return v
         others = [i for i in range(len(values)) if i != idx]
         if than:
-            missing = [t for t in than if not any(_same(values[i], t) for i in others)]
-            if missing:
-                v.detail = f"{', '.join(map(str, missing))} not a value of {param} in this sweep"
+            absent = [t for t in than if not any(_same(values[i], t) for i in others)]
+            if absent:
+                v.detail = f"{', '.join(map(str, absent))} not a value of {param} in this sweep"
                 return v
             others = [i for i in others if any(_same(values[i], t) for t in than)]
-        sign = 1.0 if kind == "higher_for" else -1.0
-        beaten = [i for i in others if not sign * (means[idx] - means[i]) > tol]
-        ok = not beaten
-        if beaten:
-            v.detail = f"{', '.join(value_label(param, values[i]) for i in beaten)} not {'below' if sign > 0 else 'above'} {value_label(param, values[idx])}"
-    v.verdict = REPRODUCED if ok else NOT_REPRODUCED
+        v.comparisons = [comp(values[i], values[idx]) for i in others]  # diff = target - other
+    if any(c.result.n == 0 for c in v.comparisons):
+        v.detail = "no question scored at both levels of some step"
+        v.comparisons = []
+    v.verdict = ""  # decided after the report's Holm adjustment
     return v
 
 
-def directions_markdown(verdicts: Sequence[Verdict], runs: SweepRuns, spec_source: str) -> str:
-    counts = {k: sum(v.verdict == k for v in verdicts) for k in (REPRODUCED, NOT_REPRODUCED, NOT_TESTABLE)}
+def decide(v: Verdict, alpha: float = ALPHA) -> Verdict:
+    """The verdict from the (Holm-adjusted) paired comparisons planned by :func:`check_direction`."""
+    if not v.comparisons:
+        v.verdict = NO_DATA
+        return v
+    sign = -1.0 if v.kind in ("decreasing", "lower_for") else 1.0
+    comps = v.comparisons
+    v.steps = [{"comparison": f"{c.a} -> {c.b}", "diff": c.result.diff, "ci_low": c.result.low, "ci_high": c.result.high,
+                "n": c.result.n, "p": c.result.p, "p_holm": c.p_adj, "n_for_80pct_power": c.n_needed} for c in comps]
+    v.n = min(c.result.n for c in comps)
+    sig = [c.p_adj < alpha for c in comps]
+    if v.kind == "flat":
+        inside = [abs(c.result.low) <= v.tol and abs(c.result.high) <= v.tol for c in comps]
+        moved = [s and abs(c.result.diff) > v.tol for c, s in zip(comps, sig)]
+        if all(inside):
+            v.verdict = REPRODUCED
+            v.detail = f"every step's 95% CI within ±{v.tol:g}"
+        elif any(moved):
+            v.verdict = CONTRADICTED
+        elif all(abs(c.result.diff) <= v.tol for c in comps):
+            v.verdict = SAME_NS
+            v.detail = f"steps within ±{v.tol:g} but their intervals are wider"
+        else:
+            v.verdict = OPPOSITE_NS
+        weakest = max(comps, key=lambda c: c.p_adj if v.verdict != REPRODUCED else 0)
+    else:
+        right = [sign * c.result.diff > 0 for c in comps]
+        if all(r and s for r, s in zip(right, sig)):
+            v.verdict = REPRODUCED
+        elif any((not r) and s and c.result.diff != 0 for r, s, c in zip(right, sig, comps)):
+            v.verdict = CONTRADICTED
+        else:
+            net = sum(sign * c.result.diff for c in comps) if v.kind in ("increasing", "decreasing") else min(sign * c.result.diff for c in comps)
+            v.verdict = SAME_NS if net > 0 else OPPOSITE_NS
+        weakest = max(comps, key=lambda c: c.p_adj)
+    v.p = weakest.p_adj
+    v.n_needed = weakest.n_needed
+    return v
+
+
+def directions_markdown(verdicts: Sequence[Verdict], runs: SweepRuns, spec_source: str, judge: str = "",
+                        extra: Sequence[str] = ()) -> str:
+    counts = {k: sum(v.verdict == k for v in verdicts) for k in VERDICTS}
     out = [
         f"# Paper directions: {runs.experiment}",
         "",
@@ -142,27 +200,52 @@ def directions_markdown(verdicts: Sequence[Verdict], runs: SweepRuns, spec_sourc
         f"Directions from {spec_source}.",
         "",
     ]
+    if judge:
+        out += [f"Judge: {judge}", ""]
+    out += list(extra)
     if verdicts:
-        out += ["| metric | vs | expected | observed (mean over the other params) | verdict | why | paper | note |", "|---|---|---|---|---|---|---|---|"]
+        out += ["| metric | vs | expected | observed: mean [95% CI] (n) per level | verdict | p (Holm, weakest step) | n | questions for 80% power | paper | note |",
+                "|---|---|---|---|---|---|---|---|---|---|"]
         for v in verdicts:
-            why = v.detail if v.verdict != REPRODUCED else ""
-            out.append("| " + " | ".join(_md_cell(x) for x in (v.metric, v.param, v.expected, v.observed, f"**{v.verdict}**", why, v.paper, v.note)) + " |")
-        out += ["", f"Summary: {counts[REPRODUCED]} reproduced, {counts[NOT_REPRODUCED]} not reproduced, {counts[NOT_TESTABLE]} not testable."]
+            obs = "; ".join(
+                f"{value_label(v.param, val)} {fmt(m)} [{fmt(lo)}, {fmt(hi)}] ({n})" for val, m, lo, hi, n in v.values
+            ) or v.observed
+            if v.verdict == NO_DATA and v.detail:
+                obs = f"{obs} — {v.detail}" if obs else v.detail
+            power = str(v.n_needed) if v.n_needed and v.verdict in (SAME_NS, OPPOSITE_NS) else "-"
+            out.append("| " + " | ".join(_md_cell(x) for x in (
+                v.metric, v.param, v.expected, obs, f"**{v.verdict}**", p_text(v.p) if v.p is not None else "-",
+                v.n if v.n is not None else "-", power, v.paper, v.note)) + " |")
+        out += ["", "Summary: " + ", ".join(f"{counts[k]} {k.lower()}" for k in VERDICTS) + "."]
+        stepped = [v for v in verdicts if v.steps]
+        if stepped:
+            out += ["", "### Steps", "", "| metric | step | B - A | 95% CI | n | p | p (Holm) |", "|---|---|---|---|---|---|---|"]
+            for v in stepped:
+                for st in v.steps:
+                    out.append("| " + " | ".join(_md_cell(x) for x in (
+                        v.metric, st["comparison"], f"{st['diff']:+.3g}",
+                        f"[{st['ci_low']:+.3g}, {st['ci_high']:+.3g}]" if math.isfinite(st["ci_low"]) else "n/a",
+                        st["n"], p_text(st["p"]), p_text(st["p_holm"]))) + " |")
     else:
         out.append("No paper directions in the sweep spec.")
     out += [
         "",
         "## Rules",
         "",
-        "- A metric's value at a parameter value is the mean over the finished systems with that value "
-        "(so over the other swept parameters). Values are sorted numerically; categorical ones in a fixed order.",
-        "- increasing: every step between consecutive values rises by at least -tol, and last - first > tol "
-        "(tol default 0). decreasing: the mirror image.",
-        "- barely moves (flat): max - min <= tol (default 2% of the scale: 2.0 points on 0-100, 0.02 on 0-1).",
-        "- higher for V / lower for V: the mean at V is above / below the mean at every other value "
-        "(or at the values named by `than`) by more than tol (default 0).",
-        "- NOT TESTABLE: the parameter has fewer than two values, a named value is not swept, or the metric "
-        "is missing or NaN at some value.",
+        "- A level's value for a question (e.g. k=10) is the mean over the finished systems with that value "
+        "(so over the other swept parameters) of their values for that question; a question counts for a level "
+        "only when every system of the level scored it. Values are sorted numerically; categorical ones in the sweep's order.",
+        "- Each step (consecutive levels for increasing / decreasing / barely moves; the named level against each "
+        "other one for higher for / lower for) is a paired comparison over the questions both levels scored.",
+        f"- REPRODUCED: every step goes the expected way and is significant (Holm-adjusted p < {ALPHA}); for "
+        "'barely moves', every step's 95% interval lies within ±tol (default 2% of the scale).",
+        "- CONTRADICTED: some step goes the other way, significantly.",
+        "- SAME DIRECTION, NOT SIGNIFICANT: the observed change goes the expected way (net over the steps) but not "
+        "every step is significant: the data cannot tell. The questions column says how many questions a paired test "
+        "would need to detect the weakest step's observed difference at 80% power.",
+        "- OPPOSITE DIRECTION, NOT SIGNIFICANT: the observed change goes the other way, not significantly.",
+        "- NO DATA: the parameter has fewer than two values, a named value is not swept, the metric is missing or "
+        "undefined at some level, or the runs have no per-question values.",
+        "- " + RULES,
     ]
     return "\n".join(out) + "\n"
-

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ragsweep.report.frame import _same, value_label, values_of
+from ragsweep.report.paired import cell_interval
 from ragsweep.report.table import RAGBENCH_COLUMNS, RAGCHECKER_COLUMNS
 
 log = logging.getLogger(__name__)
@@ -28,7 +29,9 @@ def figure_metrics(layout: str, df, directions: Sequence[dict[str, Any]], param:
     return [(m, t) for m, t in pairs if m in df.columns and df[m].astype(float).notna().any()]
 
 
-def make_figure(df, param: str, hue: str | None, metrics: Sequence[tuple[str, str]], title: str, path: Path) -> None:
+def make_figure(df, param: str, hue: str | None, metrics: Sequence[tuple[str, str]], title: str, path: Path,
+                records: Any = None) -> None:
+    """Bars = means; error bars = 95% bootstrap intervals over questions (:func:`cell_interval`)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -44,14 +47,22 @@ def make_figure(df, param: str, hue: str | None, metrics: Sequence[tuple[str, st
     for ax, (metric, mtitle) in zip(axes.flat, metrics):
         col = df[metric].astype(float)
         for j, h in enumerate(hues):
-            ys = []
+            ys, lows, highs = [], [], []
             for x in xs:
                 mask = df[param].map(lambda v, x=x: v is not None and _same(v, x))
                 if h is not None:
                     mask &= df[hue].map(lambda v, h=h: v is not None and _same(v, h))
-                ys.append(float(col[mask].mean()) if mask.any() else float("nan"))
+                iv = cell_interval(df[mask], metric, records or {}) if mask.any() else None
+                y = float(col[mask].mean()) if mask.any() else float("nan")
+                if iv is not None and iv.n and math.isfinite(iv.mean):
+                    y = iv.mean
+                ys.append(y)
+                ok = iv is not None and math.isfinite(iv.low)
+                lows.append(max(0.0, y - iv.low) if ok else 0.0)
+                highs.append(max(0.0, iv.high - y) if ok else 0.0)
             pos = [i - 0.4 + width * (j + 0.5) for i in range(len(xs))]
-            ax.bar(pos, ys, width=width * 0.95, label=value_label(hue, h) if h is not None else None)
+            ax.bar(pos, ys, width=width * 0.95, yerr=[lows, highs], capsize=2, error_kw={"elinewidth": 0.8},
+                   label=value_label(hue, h) if h is not None else None)
         ax.set_xticks(range(len(xs)))
         ax.set_xticklabels([value_label(param, x) for x in xs], rotation=20 if not all(isinstance(x, (int, float)) for x in xs) else 0, fontsize=8)
         ax.set_title(mtitle, fontsize=9)
@@ -67,7 +78,8 @@ def make_figure(df, param: str, hue: str | None, metrics: Sequence[tuple[str, st
     fig.savefig(path, dpi=110)
 
 
-def make_figures(df, layout: str, params: Sequence[str], directions: Sequence[dict[str, Any]], experiment: str, out: Path) -> list[Path]:
+def make_figures(df, layout: str, params: Sequence[str], directions: Sequence[dict[str, Any]], experiment: str, out: Path,
+                 records: Any = None) -> list[Path]:
     paths = []
     present = [p for p in params if p in df.columns]
     for i, p in enumerate(present):
@@ -84,7 +96,7 @@ def make_figures(df, layout: str, params: Sequence[str], directions: Sequence[di
         avg = f"; mean over {', '.join(others)}" if others else ""
         title = f"{experiment}: metrics vs {p}" + (f" by {hue}" if hue else "") + avg
         path = out / f"fig_{p}.png"
-        make_figure(df, p, hue, metrics, title, path)
+        make_figure(df, p, hue, metrics, title + " (bars: 95% CI over questions)", path, records)
         paths.append(path)
     return paths
 

@@ -66,6 +66,22 @@ RAGBENCH_LEGEND = (
 )
 
 
+def with_interval(row, metric: str, decimals: int) -> str:
+    """``mean ± half-width (n)`` from the logged ``<metric>/ci_low|ci_high|n``; the mean alone
+    for runs logged without them."""
+    v = row.get(metric, float("nan"))
+    lo, hi, n = row.get(f"{metric}/ci_low"), row.get(f"{metric}/ci_high"), row.get(f"{metric}/n")
+    text = fmt(v, decimals)
+    try:
+        if lo is not None and hi is not None and math.isfinite(float(lo)) and math.isfinite(float(hi)):
+            text += f" ± {fmt((float(hi) - float(lo)) / 2, decimals)}"
+        if n is not None and math.isfinite(float(n)):
+            text += f" ({int(n)})"
+    except (TypeError, ValueError):
+        pass
+    return text
+
+
 def infer_layout(df) -> str:
     if any(c.startswith("ragchecker/") for c in df.columns):
         return "ragchecker"
@@ -114,7 +130,7 @@ def build_table(df, layout: str, params: Sequence[str]):
             c[header] = v
         for col in columns:
             v = row.get(col.metric, float("nan"))
-            d[f"{col.header}{col.arrow}"] = fmt(v, col.decimals)
+            d[f"{col.header}{col.arrow}"] = with_interval(row, col.metric, col.decimals)
             c[col.header] = None if v is None or (isinstance(v, float) and math.isnan(v)) else round(float(v), 4)
         c["run_id"] = row["run_id"]
         disp_rows.append(d)

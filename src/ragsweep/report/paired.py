@@ -1,0 +1,197 @@
+"""Per-question values of a sweep's runs, and the paired comparisons the report makes from them.
+
+A parameter *level* (e.g. ``top_k=10``) may hold several runs (the other swept parameters vary):
+its value for a question is the mean over those runs of the values defined for that question.
+Two levels (or two runs) are compared only over the questions both define, paired by question id
+(:func:`ragsweep.stats.paired`); all p-values of one report are Holm-adjusted together
+(:func:`adjust`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+from ragsweep import stats
+from ragsweep.report.frame import _same, fmt, metric_scale, value_label, values_of
+
+log = logging.getLogger(__name__)
+
+PerQuestion = dict[str, float]
+
+
+def records_of(client: Any, run_id: str) -> list[dict[str, Any]] | None:
+    """The scored records of a run (its ``records.json``); None when it has none."""
+    from ragsweep import tracking
+
+    found, data = tracking.read_json_artifact(client, run_id, "records.json")
+    if not found:
+        return None
+    recs = data.get("results") if isinstance(data, dict) else data
+    return recs if isinstance(recs, list) else None
+
+
+def run_values(records: Sequence[dict[str, Any]] | None, metric: str) -> PerQuestion | None:
+    """``metric``'s per-question values of one run's records (question id -> value, NaN where
+    undefined or failed); None when the metric has no per-question function or the records do not
+    hold what it reads."""
+    from ragsweep.metrics.registry import by_question, find
+
+    if records is None:
+        return None
+    if records and all(isinstance(r.get("scores"), dict) for r in records):  # as the run aggregated them
+        if not any(metric in r["scores"] for r in records):
+            return None
+        return {str(r.get("query_id", i)): (float("nan") if r["scores"].get(metric) is None else float(r["scores"][metric]))
+                for i, r in enumerate(records)}
+    m = find(metric)
+    if m is None or m.per_question is None:
+        return None
+    try:
+        return by_question(m, records)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
+def level_values(df, param: str, metric: str, records: Mapping[str, Sequence[dict[str, Any]] | None]) -> dict[Any, PerQuestion | None]:
+    """Per level of ``param``: the per-question mean over the level's runs (None if any run of
+    the level lacks per-question values)."""
+    out: dict[Any, PerQuestion | None] = {}
+    for val in values_of(df, param):
+        rows = df[df[param].map(lambda x, val=val: x is not None and _same(x, val))]
+        per_run = [run_values(records.get(rid), metric) for rid in rows["run_id"]]
+        if not per_run or any(v is None for v in per_run):
+            out[val] = None
+            continue
+        acc: dict[str, list[float]] = {}
+        for pq in per_run:
+            for q, v in pq.items():
+                if v is not None and math.isfinite(v):
+                    acc.setdefault(q, []).append(v)
+        # a question counts for the level only when every run of the level scored it
+        out[val] = {q: sum(vs) / len(vs) for q, vs in acc.items() if len(vs) == len(per_run)}
+    return out
+
+
+def cell_interval(rows, metric: str, records: Mapping[str, Any]) -> stats.Interval | None:
+    """Interval of the mean over the runs in ``rows`` (a frame slice): from the per-question means
+    when the runs' records are there, else the single run's logged ``<metric>/ci_*``."""
+    if rows.empty:
+        return None
+    per_run = [run_values(records.get(rid), metric) for rid in rows["run_id"]]
+    if per_run and all(v is not None for v in per_run):
+        acc: dict[str, list[float]] = {}
+        for pq in per_run:
+            for q, v in pq.items():
+                if v is not None and math.isfinite(v):
+                    acc.setdefault(q, []).append(v)
+        return stats.interval([sum(vs) / len(vs) for vs in acc.values() if len(vs) == len(per_run)])
+    if len(rows) == 1 and f"{metric}/ci_low" in rows.columns:
+        r = rows.iloc[0]
+        return stats.Interval(float(r.get(metric, float("nan"))), float(r[f"{metric}/ci_low"]),
+                              float(r[f"{metric}/ci_high"]), int(r.get(f"{metric}/n", 0) or 0))
+    return None
+
+
+@dataclass
+class Comparison:
+    """``b - a`` of one metric between two levels (or runs), over the questions both scored."""
+
+    metric: str
+    a: str
+    b: str
+    result: stats.Paired
+    n_needed: int | None = None
+
+    @property
+    def p_adj(self) -> float:
+        return self.result.p_adjusted if self.result.p_adjusted is not None else self.result.p
+
+    def row(self) -> list[str]:
+        r = self.result
+        scale = metric_scale(self.metric)
+        d = 1 if scale > 1 else 3
+        return [self.metric, f"{self.a} → {self.b}", fmt(r.mean_a, d), fmt(r.mean_b, d), f"{r.diff:+.{d}f}",
+                f"[{r.low:+.{d}f}, {r.high:+.{d}f}]" if math.isfinite(r.low) else "n/a", str(r.n), p_text(r.p),
+                p_text(self.p_adj), str(self.n_needed) if self.n_needed else "-"]
+
+
+HEADER = ["metric", "comparison", "mean A", "mean B", "B - A", "95% CI", "n", "p", "p (Holm)", "n for 80% power"]
+
+
+def p_text(p: float | None) -> str:
+    if p is None or not math.isfinite(p):
+        return "n/a"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def compare(metric: str, a_label: str, a: PerQuestion, b_label: str, b: PerQuestion) -> Comparison:
+    res = stats.paired(a, b)
+    return Comparison(metric, a_label, b_label, res, stats.n_for_power(stats.diffs(a, b)))
+
+
+def adjust(comparisons: Iterable[Comparison]) -> None:
+    """Holm-adjust the p-values of all ``comparisons`` of one report together (in place)."""
+    comps = list(comparisons)
+    adj = stats.holm([c.result.p for c in comps])
+    for c, p in zip(comps, adj):
+        c.result = stats.Paired(**{**c.result.as_dict(), "p_adjusted": p})
+
+
+def level_label(param: str, val: Any) -> str:
+    return value_label(param, val)
+
+
+def system_label(row, params: Sequence[str]) -> str:
+    """A run as its swept values (``k=5, bm25``), else its run name."""
+    bits = [value_label(p, row[p]) for p in params if p in row and row[p] is not None]
+    return ", ".join(bits) or str(row["run_name"])
+
+
+def baseline_comparisons(df, metrics: Sequence[str], records: Mapping[str, Any], baseline: str | None,
+                         params: Sequence[str] = ()) -> list[Comparison]:
+    """Each run against the baseline run (``baseline``: a run name or a system label such as
+    ``k=5``; None: the first row), for each of ``metrics``."""
+    if df.empty:
+        return []
+    labels = [system_label(row, params) for _, row in df.iterrows()]
+    names = list(df["run_name"])
+    base_idx = names.index(baseline) if baseline in names else labels.index(baseline) if baseline in labels else 0
+    base = df.iloc[base_idx]
+    out = []
+    for metric in metrics:
+        a = run_values(records.get(base["run_id"]), metric)
+        if a is None:
+            continue
+        for i, row in df.iterrows():
+            if row["run_id"] == base["run_id"]:
+                continue
+            b = run_values(records.get(row["run_id"]), metric)
+            if b is not None:
+                out.append(compare(metric, labels[base_idx], a, system_label(row, params), b))
+    return out
+
+
+def comparisons_markdown(comps: Sequence[Comparison], title: str, note: str = "") -> str:
+    from ragsweep.report.table import _md_cell
+
+    out = [f"## {title}", ""]
+    if note:
+        out += [note, ""]
+    if not comps:
+        return "\n".join(out + ["No comparison could be made (no per-question values).", ""])
+    out += ["| " + " | ".join(HEADER) + " |", "|" + "|".join("---" for _ in HEADER) + "|"]
+    out += ["| " + " | ".join(_md_cell(c) for c in comp.row()) + " |" for comp in comps]
+    return "\n".join(out) + "\n"
+
+
+RULES = (
+    "Paired over questions: B - A is the mean of the per-question differences over the n questions both "
+    f"scored (a failed or undefined question is in neither). 95% CI: {stats.METHOD} of that mean "
+    f"(B={stats.RESAMPLES}, seed {stats.SEED}). p: two-sided paired sign-flip permutation test of mean 0 "
+    f"(exact over all 2^n sign patterns for n <= {stats.EXACT_MAX_N}, else {stats.RANDOM_FLIPS} random flips), "
+    "Holm-adjusted over every comparison of this report. n for 80% power: questions a paired test at alpha "
+    "0.05 would need to detect the observed difference (normal approximation). See docs/statistics.md."
+)
