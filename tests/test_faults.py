@@ -411,9 +411,11 @@ def nan(value: Any) -> bool:
 def test_judge_wrong_label_count_and_malformed_json_are_parse_failures_and_nan(run_system_in, tmp_path):
     script = JudgeScript()
     with FakeOpenAIServer(responder=script, max_seconds=600) as fake:
-        m = run_system_in(fake.base_url, *judge_overrides(fake.base_url))
+        m = run_system_in(fake.base_url, *judge_overrides(fake.base_url), "max_failure_rate=0.5")
     client, run = last_run(tmp_path)
-    assert run.info.status == "FINISHED"  # judge trouble is counted, the run still finishes
+    assert run.info.status == "FINISHED"  # judge trouble is counted, the run still finishes (2 of 4 <= 0.5)
+    assert m["ledger/failed_judge"] == 2 and m["ledger/answered"] == 4
+    assert m["ragchecker/overall/precision/failed"] == 2 and m["ragchecker/overall/precision/n"] == 2
     # q2's check against its ground truth (asked twice: 1 + parse_retries) and the extraction of
     # q3's response and ground truth (both name the Nile): 3 items that never parsed
     assert m["judge/parse_failures"] == 3 and m["judge/failures"] == 0
@@ -432,7 +434,7 @@ def test_judge_wrong_label_count_and_malformed_json_are_parse_failures_and_nan(r
     # never guessed, so never cached: a rerun asks exactly the failed items again
     script2 = JudgeScript()
     with FakeOpenAIServer(responder=script2, max_seconds=600) as fake2:
-        m2 = run_system_in(fake2.base_url, *judge_overrides(fake2.base_url))
+        m2 = run_system_in(fake2.base_url, *judge_overrides(fake2.base_url), "max_failure_rate=0.5")
     assert m2["generator/calls"] == 0 and m2["judge/parse_failures"] == 3
     assert sorted(script2.kinds) == ["check"] * 2 + ["extract"] * 4
 
@@ -575,3 +577,40 @@ def test_the_failure_ledger_counts_a_failed_generation_and_never_scores_it(run_s
     assert led["counts"]["failed_generation"] == 1
     assert led["failures"] == [{"query_id": "q3", "stage": "generation", "reason": recs["q3"]["failure"]["reason"]}]
     assert led["metrics"]["ragchecker/overall/f1"]["failed_generation"] == 1
+
+
+def test_judge_failures_count_against_max_failure_rate(run_system_in, tmp_path):
+    from ragsweep.errors import FailureRateExceeded
+
+    with FakeOpenAIServer(responder=JudgeScript(), max_seconds=600) as fake:
+        with pytest.raises(FailureRateExceeded, match=r"0 of 4 generations failed and 2 answers could not be judged \(50% > max_failure_rate=0.1\)"):
+            run_system_in(fake.base_url, *judge_overrides(fake.base_url))
+    client, run = last_run(tmp_path)
+    assert run.info.status == "FAILED" and run.data.metrics["ledger/failed_judge"] == 2  # partial results stay
+
+
+class SeededJudge(JudgeScript):
+    """A stochastic judge: its labels depend on the request's seed (a judge at temperature > 0)."""
+
+    def __call__(self, body: dict, index: int) -> Action:
+        prompt = prompt_of(body)
+        if prompt.startswith("Decide, for each claim below"):
+            n = len(prompt.split("claims:\n", 1)[1].split("\n\nAnswer", 1)[0].split("\n"))
+            seed = int(body.get("seed") or 0)
+            labels = ["Entailment" if (seed + i + len(prompt)) % 2 else "Neutral" for i in range(n)]
+            return ok(json.dumps({"labels": labels}))
+        if "knowledge triplets" in prompt:
+            text = prompt.rsplit("\ntext: ", 1)[1].split("\n\nAnswer with", 1)[0]
+            words = text.rstrip(".").split()
+            return ok(json.dumps({"claims": [[words[0], "is", " ".join(words[1:]) or "stated"]]}))
+        return ok(self.ANSWERS[question_of(body)])
+
+
+def test_repeats_separate_judge_variance_from_question_variance(run_system_in):
+    with FakeOpenAIServer(responder=SeededJudge(), max_seconds=600) as fake:
+        m = run_system_in(fake.base_url, *judge_overrides(fake.base_url), "evaluator.judge.temperature=0.7",
+                          "+evaluator.repeats=3")
+    assert m["judge/repeats"] == 3
+    f = "ragchecker/overall/precision"  # one response claim against one answer: its label follows the seed
+    assert m[f"{f}/n"] == 4 and m[f"{f}/judge_sd"] > 0 and m[f"{f}/question_sd"] >= 0
+    assert m[f"{f}/ci_low"] <= m[f] <= m[f"{f}/ci_high"]

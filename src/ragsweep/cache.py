@@ -290,3 +290,37 @@ class Cache:
         if stage is None:
             return self._retrying(lambda con: con.execute("SELECT COUNT(*) FROM kv").fetchone()[0])
         return self._retrying(lambda con: con.execute("SELECT COUNT(*) FROM kv WHERE stage=?", (stage,)).fetchone()[0])
+
+
+class Salted:
+    """A view of a :class:`Cache` whose every stage is suffixed with ``@salt``: the same work done
+    again on purpose (``evaluator.repeats``: a stochastic judge asked again) gets its own entries
+    instead of the first answer's."""
+
+    def __init__(self, cache: Cache, salt: str):
+        self._cache = cache
+        self._salt = salt
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cache, name)
+
+    def _stage(self, stage: str) -> str:
+        return f"{stage}@{self._salt}"
+
+    def get(self, stage: str, key: str, *args: Any, **kw: Any) -> Any:
+        return self._cache.get(self._stage(stage), key, *args, **kw)
+
+    def get_many(self, stage: str, keys: Iterable[str], *args: Any, **kw: Any) -> dict[str, Any]:
+        return self._cache.get_many(self._stage(stage), keys, *args, **kw)
+
+    def put(self, stage: str, key: str, value: Any) -> None:
+        self._cache.put(self._stage(stage), key, value)
+
+    def put_many(self, stage: str, items: dict[str, Any]) -> None:
+        self._cache.put_many(self._stage(stage), items)
+
+    def get_or_compute(self, stage: str, key: str, fn: Callable[[], Any]) -> Any:
+        return self._cache.get_or_compute(self._stage(stage), key, fn)
+
+    def blob_dir(self, stage: str, key: str, writer: Callable[[Path], None]) -> Path:
+        return self._cache.blob_dir(self._stage(stage), key, writer)

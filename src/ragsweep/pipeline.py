@@ -223,6 +223,7 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
 
     # -- evaluation: only the answers that exist are judged ----------------------------------------
     families = {"baseline"} | ({"retrieval"} if retrieval_per_q else set())
+    evaluator, answered = None, []
     if "evaluator" in cfg and cfg.evaluator.get("_target_"):
         evaluator = instantiate(cfg.evaluator)
         share_judge_server(cfg, evaluator, server)
@@ -249,6 +250,8 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
         rec.setdefault("metrics", {}).update(retrieval_per_q.get(rec["query_id"], {}))
 
     scores = score_run(records, families)
+    if evaluator is not None and answered and int(getattr(evaluator.config, "repeats", 1)) > 1:
+        scores = _repeat_judging(evaluator, records, answered, families, cache, scores, metrics, timer)
     metrics.update(scores.metrics)
     for i, rec in enumerate(records):  # each question's value of every metric, as aggregated (NaN -> null)
         qid = str(rec.get("query_id", i))
@@ -277,6 +280,60 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
             f"see ledger.json, the server log and the records artifact" + (f"\n{details}" if details else "")
         )
     return metrics, records
+
+
+def _repeat_judging(evaluator, records, answered, families, cache, first, metrics, timer):
+    """``evaluator.repeats=R``: judge the same answers R - 1 more times with the judge's seed moved
+    (new cache keys, so new judge calls) and combine (:func:`ragsweep.scoring.combine_repeats`).
+    A deterministic judge (no LLM judge, or temperature 0) gives R identical judgings: judged once."""
+    import copy
+
+    from ragsweep.cache import Salted
+    from ragsweep.scoring import combine_repeats
+
+    import dataclasses
+
+    from omegaconf import OmegaConf as _OC
+
+    from ragsweep.evaluator.judge import Judge
+
+    n = int(evaluator.config.repeats)
+    judge = evaluator.config.judge
+    if _OC.is_config(judge):
+        judge = _OC.to_container(judge, resolve=True)
+    if isinstance(judge, Judge):
+        temp, base_seed = float(judge.config.temperature or 0), int(judge.config.seed or 0)
+    elif isinstance(judge, dict):
+        temp, base_seed = float(judge.get("temperature") or 0), int(judge.get("seed") or 0)
+    else:
+        temp, base_seed = 0.0, 0
+    if judge is None or temp <= 0:
+        log.warning("evaluator.repeats=%d ignored: the judge is deterministic (%s), every repeat would give the "
+                    "same labels", n, "no LLM judge" if judge is None else "temperature 0")
+        return first
+
+    def with_seed(seed: int):
+        if isinstance(judge, Judge):
+            judge.config = dataclasses.replace(judge.config, seed=seed)
+            return judge
+        return {**judge, "seed": seed}
+
+    runs = [first]
+    for r in range(1, n):
+        evaluator.config.judge = with_seed(base_seed + r)
+        with timer(f"evaluate_repeat{r}"):
+            judged, _ = evaluator.evaluate([records[i] for i in answered],
+                                           cache=Salted(cache, f"repeat{r}") if cache is not None else None)
+        signals.raise_if_interrupted()
+        again = copy.copy(records)
+        for i, rec in zip(answered, judged):
+            rec.setdefault("metrics", {}).update({k: v for k, v in records[i].get("metrics", {}).items() if k.startswith("retrieval/")})
+            again[i] = rec
+        ledger.mark_judge_failures(again)
+        runs.append(score_run(again, families))
+    evaluator.config.judge = with_seed(base_seed)
+    log.info("judged every answer %d times (evaluator.repeats); <metric>/judge_sd vs <metric>/question_sd", n)
+    return combine_repeats(records, runs)
 
 
 def _retrieval_per_question(results, queries, k: int, chunks) -> dict[str, dict[str, float]]:

@@ -24,7 +24,7 @@ from ragsweep import ledger as ledger_mod
 from ragsweep import stats
 from ragsweep.metrics import registry
 
-SUFFIXES = ("ci_low", "ci_high", "n", "failed", "undefined")
+SUFFIXES = ("ci_low", "ci_high", "n", "failed", "undefined", "judge_sd", "question_sd")
 
 
 @dataclass
@@ -80,6 +80,38 @@ def score_run(records: Sequence[dict[str, Any]], families: Iterable[str]) -> Run
     out.counts = ledger_mod.counts(records)
     out.metrics.update({f"ledger/{k}": float(v) for k, v in out.counts.items()})
     out.failures = ledger_mod.failures(records)
+    return out
+
+
+def combine_repeats(records: Sequence[dict[str, Any]], repeats: Sequence[RunScores]) -> RunScores:
+    """One run's scores from R judgings of the same answers (``evaluator.repeats``): a question's
+    value is the mean over the repeats that scored it; the interval is over questions of those
+    means. Beside it ``<metric>/judge_sd`` = sqrt(mean over questions of the variance across
+    repeats) (the judge's own variance) and ``<metric>/question_sd`` = the SD over questions of the
+    per-question means (what the questions contribute)."""
+    import numpy as np
+
+    first = repeats[0]
+    out = RunScores(metrics=dict(first.metrics), ledger=first.ledger, counts=first.counts, failures=first.failures)
+    for name in first.per_question:
+        qids = list(first.per_question[name])
+        means, within = {}, []
+        for q in qids:
+            vals = [r.per_question.get(name, {}).get(q, math.nan) for r in repeats]
+            vals = [v for v in vals if finite(v)]
+            means[q] = float(np.mean(vals)) if vals else math.nan
+            if len(vals) > 1:
+                within.append(float(np.var(vals, ddof=1)))
+        out.per_question[name] = means
+        iv = stats.interval(means.values())
+        out.intervals[name] = iv
+        defined = [v for v in means.values() if finite(v)]
+        out.metrics.update({
+            name: iv.mean, f"{name}/ci_low": iv.low, f"{name}/ci_high": iv.high, f"{name}/n": float(iv.n),
+            f"{name}/judge_sd": math.sqrt(float(np.mean(within))) if within else math.nan,
+            f"{name}/question_sd": float(np.std(defined, ddof=1)) if len(defined) > 1 else math.nan,
+        })
+    out.metrics["judge/repeats"] = float(len(repeats))
     return out
 
 

@@ -61,6 +61,7 @@ class Evaluator:
         embedding_model: str = "minilm"
         context_threshold: float = 0.5
         n_questions: int = 3
+        repeats: int = 1  # judge every answer R times (a stochastic LLM judge): judge vs question variance
 
         def __post_init__(self) -> None:
             if not isinstance(self.name, str) or not self.name:
@@ -87,6 +88,9 @@ class Evaluator:
             t = self.context_threshold
             if isinstance(t, bool) or not isinstance(t, (int, float)) or not -1.0 <= t <= 1.0:
                 raise ValueError(f"evaluator.context_threshold must be a cosine in [-1, 1], got {t!r}")
+            r = self.repeats
+            if isinstance(r, bool) or not isinstance(r, int) or r < 1:
+                raise ValueError(f"evaluator.repeats must be an integer >= 1, got {r!r}")
             n = self.n_questions
             if isinstance(n, bool) or not isinstance(n, int) or n < 1:
                 raise ValueError(f"evaluator.n_questions must be an integer >= 1, got {n!r}")
