@@ -64,6 +64,8 @@ class RagcheckerBenchmark(_Loader):
     def load(self) -> Dataset:
         root = Path(self.config.path)
         cpath = root / "corpus.jsonl" if root.is_dir() else root
+        if not cpath.is_file():
+            raise DataError(f"{cpath}: file not found (dataset.path is RAGChecker's processed_data/<domain> folder)")
         qpath = Path(self.config.queries) if self.config.queries else find_queries_file(cpath.parent)
         documents: list[Document] = []
         seen: dict[str, int] = {}

@@ -57,7 +57,7 @@ def _split_spans(start: int, end: int, bounds: list[tuple[str, int, int]]) -> li
 
 class RagbenchPaperLongDoc(_Loader):
     """The RAGBench paper (Friel et al. 2024) as long documents: its 197 overlapping ~50-word
-    chunks (``ragbench_paper_qa``) reassembled into the paper's text (67,982 characters) and cut
+    chunks (``ragbench_paper_qa``) reassembled into the paper's text (67,830 characters) and cut
     at its top-level section headings (``split: sections``, the default: 8 documents - front
     matter with the abstract, sections 1-6 (6 with the references), appendix - of 272 to 5,727
     MiniLM tokens, median 972, 17,391 in all) or kept whole (``split: none``: one document of
