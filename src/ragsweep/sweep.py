@@ -150,6 +150,9 @@ class SweepCallback(Callback):
             self.tracker = Tracker(mcfg.tracking_uri, mcfg.artifact_location, top.experiment_name)
             self.parent_run_id = self._open_parent(config)
             info["parent_run_id"] = self.parent_run_id
+        from ragsweep.degenerate import check_sweep
+
+        check_sweep(config, self.tracker)  # what each chunk-size / overlap / top-k point changes; never raises
         keys = swept_keys(config)
         swept_generator = any(k == "generator" or k.startswith("generator.") for k in keys)
         if not swept_generator and not runs_remotely(config):

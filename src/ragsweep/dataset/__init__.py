@@ -358,3 +358,8 @@ class RagcheckerDataset(_Loader):
                 documents.append(Document(did, text))
             queries.append(Query(str(r.get("query_id", i)), str(_require(r, "query", where)), r.get("gt_answer") or None))
         return finish(self.config.name, documents, queries, self.config.limit, str(path))
+
+
+# loaders in their own modules (they use the helpers above), reachable as ragsweep.dataset.X
+from ragsweep.dataset.benchmark import RagcheckerBenchmark  # noqa: E402
+from ragsweep.dataset.longdoc import ClapNQLongDoc, RagbenchPaperLongDoc  # noqa: E402
