@@ -203,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(expected.block(rep.df, rep.params, rep.spec or {}))
         return 0
     if args.check:
-        problems, lines = expected.check(rep.df, rep.params, rep.spec or {})
+        problems, lines = expected.check(rep.df, rep.params, expected.current_spec(rep.runs.experiment, rep.spec or {}))
         print("\n".join(lines))
         if problems is None:
             print(f"{PROG}: error: {rep.runs.experiment} states no expected results for this dataset.limit "

@@ -1,7 +1,9 @@
 """Reproduction configs that carry their expected results, and the check against them.
 
 An experiment config states, for the default offline stack at a given ``dataset.limit``, each
-system's expected mean and 95% interval of its key metrics::
+system's expected mean and 95% interval of its key metrics (metrics listed under ``exact``, the
+deterministic retrieval metrics, must match the mean (to the block's rounding); the others must fall inside the
+interval, since generation may differ slightly between CPUs)::
 
     sweep:
       expected:
@@ -22,6 +24,8 @@ import math
 from typing import Any, Mapping, Sequence
 
 from ragsweep.report.frame import fmt
+
+ROUNDING = 1e-5  # relative: the expected block keeps 6 decimals
 
 #: the metrics an expected block records by default
 KEY_METRICS = ("ragchecker/overall/f1", "ragchecker/retriever/claim_recall", "ragchecker/retriever/context_precision",
@@ -57,11 +61,28 @@ def block(df, params: Sequence[str], spec: Mapping[str, Any]) -> str:
             v = row.get(m)
             if v is None or not math.isfinite(float(v)):
                 continue
-            entry[m] = {"mean": round(float(v), 4), "ci_low": round(float(row.get(f"{m}/ci_low", v)), 4),
-                        "ci_high": round(float(row.get(f"{m}/ci_high", v)), 4), "n": int(row.get(f"{m}/n", 0) or 0)}
+            entry[m] = {"mean": round(float(v), 6), "ci_low": round(float(row.get(f"{m}/ci_low", v)), 6),
+                        "ci_high": round(float(row.get(f"{m}/ci_high", v)), 6), "n": int(row.get(f"{m}/n", 0) or 0)}
         systems[system_key(row, params)] = entry
-    doc = {"sweep": {"expected": {_limit(df): {"stack": _stack(df), "systems": systems}}}}
-    return "# paste under the experiment config's `sweep:` node\n" + yaml.safe_dump(doc, sort_keys=False, width=200)
+    exact = [m for m in metrics if m.startswith("retrieval/")]
+    doc = {"sweep": {"expected": {_limit(df): {"stack": _stack(df), "exact": exact, "systems": systems}}}}
+    return "# paste under the experiment config's `sweep:` node\n" + yaml.safe_dump(doc, sort_keys=False, width=200,
+                                                                                    default_flow_style=None)
+
+
+def current_spec(experiment: str, logged: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The expected results as the experiment config states them now (conf/experiment/NAME.yaml),
+    else as logged with the sweep."""
+    from omegaconf import OmegaConf
+
+    from ragsweep.config import CONF_DIR
+
+    conf = CONF_DIR / "experiment" / f"{experiment}.yaml"
+    if conf.exists():
+        node = OmegaConf.select(OmegaConf.load(conf), "sweep.expected")
+        if node is not None:
+            return {"expected": OmegaConf.to_container(node, resolve=False)}
+    return logged
 
 
 def check(df, params: Sequence[str], spec: Mapping[str, Any]) -> tuple[list[str] | None, list[str]]:
@@ -70,6 +91,7 @@ def check(df, params: Sequence[str], spec: Mapping[str, Any]) -> tuple[list[str]
     if not exp:
         return None, [f"no expected results for dataset.limit={_limit(df)}"]
     want = exp.get("systems") or {}
+    exact = set(exp.get("exact") or [])
     rows = {system_key(row, params): row for _, row in df.iterrows()}
     problems, lines = [], [f"checking {len(want)} system(s) at dataset.limit={_limit(df)} against the config "
                            f"(stack: {exp.get('stack', '?')})"]
@@ -84,7 +106,10 @@ def check(df, params: Sequence[str], spec: Mapping[str, Any]) -> tuple[list[str]
             if got is None or not math.isfinite(float(got)):
                 problems.append(f"{key} {m}: not logged (expected {fmt(e['mean'])})")
                 continue
-            inside = float(e["ci_low"]) - 1e-9 <= float(got) <= float(e["ci_high"]) + 1e-9
+            eps = ROUNDING * max(1.0, abs(float(e["mean"])))  # the block is written rounded
+            inside = float(e["ci_low"]) - eps <= float(got) <= float(e["ci_high"]) + eps
+            if m in exact:  # deterministic (retrieval over the same data): must match, not only fall inside
+                inside = inside and abs(float(got) - float(e["mean"])) <= eps
             same_n = gn is None or int(gn) == int(e.get("n", gn))
             status = "ok" if inside and same_n else "MOVED"
             line = (f"{key} {m}: {fmt(got)} (n={int(gn) if gn is not None else '?'}), expected {fmt(e['mean'])} "
