@@ -155,9 +155,21 @@ def format_table(rows: Sequence[tuple[str, str, dict[str, float]]], metrics_show
         return ""
     cols = [n for n in metrics_shown if any(n in r[2] for r in rows)][:5]
     width = max(len(r[0]) for r in rows)
-    short = [c.rsplit("/", 1)[-1][:14] for c in cols]
-    out = [f"{'system':<{width}}  {'status':<8}  " + "  ".join(f"{s:>14}" for s in short)]
+    short = [c.rsplit("/", 1)[-1][:16] for c in cols]
+    out = [f"{'system':<{width}}  {'status':<8}  " + "  ".join(f"{s:>16}" for s in short)]
     for name, status, m in rows:
-        cells = [f"{m[c]:>14.3g}" if c in m and m[c] is not None and math.isfinite(float(m[c])) else f"{'n/a':>14}" for c in cols]
+        cells = []
+        for c in cols:
+            v = m.get(c)
+            if v is None or not math.isfinite(float(v)):
+                cells.append(f"{'n/a':>16}")
+                continue
+            lo, hi = m.get(f"{c}/ci_low"), m.get(f"{c}/ci_high")
+            hw = f"±{(hi - lo) / 2:.2g}" if lo is not None and hi is not None and math.isfinite(lo) and math.isfinite(hi) else ""
+            cells.append(f"{f'{v:.3g}{hw}':>16}")
         out.append(f"{name:<{width}}  {status:<8}  " + "  ".join(cells))
+    n = next((int(m[f"{c}/n"]) for _, _, m in rows for c in cols if f"{c}/n" in m), None)
+    if n is not None:
+        out.append(f"(mean ± half-width of the 95% interval over questions; n = {n} for {cols[0].rsplit('/', 1)[-1] if cols else ''}; "
+                   "ragsweep-report for paired comparisons)")
     return "\n".join(out)
