@@ -13,7 +13,11 @@ Reads (through :mod:`ragsweep.tracking`) the latest parent run of the experiment
   the other swept parameters, one bar series per value of the next swept parameter), like
   RAGChecker Fig. 6/7/8/10 and RAGBench Fig. 4;
 - ``directions.md`` / ``directions.json``: each direction the paper reports (the ``sweep.directions``
-  of the experiment config) marked REPRODUCED, NOT REPRODUCED or NOT TESTABLE, with the numbers.
+  of the experiment config) as a verdict from paired tests over questions (REPRODUCED, SAME
+  DIRECTION NOT SIGNIFICANT, OPPOSITE DIRECTION NOT SIGNIFICANT, CONTRADICTED, NO DATA) with p, n
+  and the questions needed for 80% power; ``comparisons.md``: every system against the baseline.
+  Table cells are ``mean ± half-width (n)``, figures carry error bars. The formulas are in
+  docs/statistics.md.
 
 What the sweep was comes from the parent run's ``sweep.json`` artifact (the resolved ``sweep`` node
 of ``conf/experiment/NAME.yaml``); without it, from the packaged ``conf/experiment/NAME.yaml``;
@@ -27,39 +31,22 @@ that started last is kept.
 Modules: ``frame`` (runs -> one row per system; value order, labels, metric scale and direction),
 ``table``, ``directions``, ``figures``, ``cli`` (the command).
 
-Direction rules (``expect`` in ``sweep.directions``). A metric's value at a parameter value is the
-mean over the kept runs with that value (so over the other swept parameters); parameter values are
-sorted numerically, categorical ones in the order the sweep gives them (the parent run's logged
-sweeper params and overrides, else the experiment config's ``hydra.sweeper.params``), others after,
-alphabetically.
-
-- ``increasing``: every step between consecutive values rises by >= -tol and the last value
-  exceeds the first by more than tol (tol default 0: monotone non-decreasing, net rise > 0);
-- ``decreasing``: the mirror image;
-- ``flat`` ("barely moves"): max - min <= tol; tol default 2% of the metric's scale in the metric
-  registry (2.0 points for ``ragchecker/*`` metrics on 0-100, 0.02 for 0-1 metrics);
-- ``{higher_for: V}`` / ``{lower_for: V}``: the mean at V exceeds (is below) the mean at every
-  other value by more than tol (default 0); ``than: [U, ...]`` restricts the comparison to those.
-- NOT TESTABLE: the parameter has fewer than two values, a named value is not in the sweep, or the
-  metric is missing/NaN for some value.
+Direction rules: :mod:`ragsweep.report.directions` (``expect``: increasing, decreasing, flat,
+``{higher_for: V}``, ``{lower_for: V}`` with optional ``than``; ``tol`` for flat, default 2% of the
+metric's scale) and docs/statistics.md.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import logging
-import math
-import os
-
 from ragsweep.report.cli import ARTIFACT_DIR, PROG, Report, build_report, load_sweep_spec, main, parse_args
-from ragsweep.report.directions import NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED, Verdict, check_direction, parse_expect
+from ragsweep.report.directions import (CONTRADICTED, NO_DATA, NOT_REPRODUCED, NOT_TESTABLE, OPPOSITE_NS, REPRODUCED,
+                                        SAME_NS, Verdict, check_direction, decide, parse_expect)
 from ragsweep.report.frame import ReportError, metric_info, metric_scale, runs_frame, sort_values
 from ragsweep.report.table import LAYOUTS, RAGBENCH_COLUMNS, RAGCHECKER_COLUMNS, build_table
 from ragsweep.tracking import SHORT_PARAMS
 
 __all__ = [
-    "ARTIFACT_DIR", "LAYOUTS", "NOT_REPRODUCED", "NOT_TESTABLE", "PROG", "RAGBENCH_COLUMNS", "RAGCHECKER_COLUMNS",
+    "ARTIFACT_DIR", "CONTRADICTED", "LAYOUTS", "NO_DATA", "NOT_REPRODUCED", "NOT_TESTABLE", "OPPOSITE_NS", "PROG", "SAME_NS", "decide", "RAGBENCH_COLUMNS", "RAGCHECKER_COLUMNS",
     "REPRODUCED", "Report", "ReportError", "SHORT_PARAMS", "Verdict", "build_report", "build_table", "check_direction",
     "load_sweep_spec", "main", "metric_info", "metric_scale", "parse_args", "parse_expect", "runs_frame", "sort_values",
 ]
