@@ -44,7 +44,7 @@ OFFLINE_VERSION = 2
 #: RAGChecker's atomic claims); ``conjunctions``: cut only where a conjunction joins two clauses.
 CLAUSE_RULES = ("facts", "conjunctions")
 #: Bumped whenever an LLM extraction prompt changes (part of the cache key).
-LLM_PROMPT_VERSION = 1
+LLM_PROMPT_VERSION = 2
 CLAIM_FORMATS = ("triplet", "sentence")
 
 # Where a sentence may be cut into two clauses: "; " anywhere, a comma followed by a
