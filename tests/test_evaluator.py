@@ -334,7 +334,10 @@ def test_trace_annotator_mode(tmp_path):
         "all_relevant_sentence_keys": ["0a", "1a", "9z"],
         "all_utilized_sentence_keys": ["0a"],
         "unsupported_response_sentence_keys": ["b"],
-        "sentence_support_information": [],
+        "sentence_support_information": [
+            {"response_sentence_key": "a", "supporting_sentence_keys": ["0a"], "fully_supported": True},
+            {"response_sentence_key": "b", "supporting_sentence_keys": [], "fully_supported": False},
+        ],
         "overall_supported": False,
     }
     stub = StubAnnotator({_records()[0]["query"]: ann})
@@ -346,10 +349,26 @@ def test_trace_annotator_mode(tmp_path):
     # the second record's annotation failed: NaN, not a guess
     assert recs[1]["trace"]["annotation_failed"] and math.isnan(recs[1]["metrics"]["trace/utilization"])
     assert m["trace/adherence_rate"] == 0.0
+    # the judge's own overall verdict is kept and logged
+    from ragsweep.metrics import registry
+
+    overall = registry.get("trace/overall_supported").per_question
+    assert t["overall_supported"] is False and overall(recs[0]) == 0.0 and math.isnan(overall(recs[1]))
+    assert m["trace/overall_supported"] == 0.0 and recs[1]["trace"]["overall_supported"] is None
+    assert t["unlabelled_response_sentence_keys"] == []
     # the successful annotation is cached, the failed one asked again
     stub2 = StubAnnotator({})
     _run(trace_mode="annotator", annotator=stub2, cache=Cache(tmp_path))
     assert [q for _, q, _ in stub2.seen] == [_records()[1]["query"]]
+    # a response sentence the judge did not label is a judge failure, not "supported"
+    partial = dict(ann, unsupported_response_sentence_keys=[], overall_supported=True,
+                   sentence_support_information=ann["sentence_support_information"][:1])
+    recs3, _ = _run(trace_mode="annotator", annotator=StubAnnotator({_records()[0]["query"]: partial}))
+    t3 = recs3[0]["trace"]
+    assert t3["unlabelled_response_sentence_keys"] == ["b"] and t3["adherence_score"] is None
+    assert math.isnan(t3["sentence_adherence"]) and math.isnan(recs3[0]["metrics"]["trace/adherence"])
+    assert t3["utilization_score"] == 0.25  # the key lists it did give still count
+    assert overall(recs3[0]) == 1.0
     with pytest.raises(ValueError, match="evaluator.judge must be set for trace_mode annotator"):
         Evaluator(checker=WordChecker(), trace_mode="annotator")
 

@@ -31,9 +31,9 @@ TEXTS = ["Paris is in France, and it has many museums. Rome is in Italy.", ""]
 
 def _fake_judge(body, index):
     prompt = body["messages"][-1]["content"]
-    if "claims:\n" in prompt:  # a checking prompt: one label per numbered claim
-        n = sum(1 for line in prompt.split("claims:\n", 1)[1].split("\n\n")[0].splitlines() if line.strip())
-        return ok(json.dumps({"labels": ["Entailment"] * n}))
+    if "### Claims:\n" in prompt:  # RefChecker's joint checking prompt: one label per claim line
+        n = sum(1 for line in prompt.split("### Claims:\n", 1)[1].split("\n\n")[0].splitlines() if line.strip())
+        return ok("\n".join(["Entailment"] * n))
     return ok(json.dumps({"claims": [["Paris", "is in", "France"], ["Rome", "is in", "Italy"]]}))
 
 
