@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import Counter
@@ -21,7 +22,7 @@ from ragsweep.evaluator.pipeline import (
     claim_sentences,
     evaluate_records,
 )
-from ragsweep.evaluator.ragas import Ragas, faithfulness
+from ragsweep.evaluator.ragas import Ragas, faithfulness, match_sentences
 
 _W = re.compile(r"\w+")
 
@@ -385,6 +386,61 @@ def test_ragas_offline_substitutes():
     assert res[1]["answer_relevance"] == 0.0 and math.isnan(res[1]["context_relevance"])
     recs, m = _run(ragas=False)
     assert not any(k.startswith("ragas/") for k in m) and "ragas/faithfulness" not in recs[0]["metrics"]
+
+
+def test_ragas_faithfulness_checks_the_whole_joined_context():
+    # RAGAS checks each statement against "\n".join(retrieved_contexts): a statement whose
+    # words come from two chunks is supported by the joined context, by neither chunk alone
+    checker = WordChecker()
+    ex = [{"question": "q", "response": "r", "sentences": [("0a", "x")],
+           "claims": ["Paris is in France and Rome", "Madrid"], "chunks": ["Paris is in France and", "Rome is old."],
+           "supported": [False, False]}]
+    res = Ragas(embedder=HashEmbedder()).score(ex, checker=checker)
+    assert res[0]["faithfulness"] == 0.5
+    assert ("Paris is in France and Rome", "Paris is in France and\nRome is old.") in checker.pairs
+    # unknown claims: NaN; without claims/checker the per-chunk flags are the fallback
+    assert math.isnan(Ragas(embedder=HashEmbedder()).score([dict(ex[0], claims=None)], checker=checker)[0]["faithfulness"])
+    fallback = Ragas(embedder=HashEmbedder()).score([{k: v for k, v in ex[0].items() if k != "claims"}])
+    assert fallback[0]["faithfulness"] == 0.0
+
+
+class _StubJudge:
+    """Answers RAGAS's context prompt with fixed JSON, by question."""
+
+    identity = {"judge": "stub"}
+
+    def __init__(self, answers):
+        self.answers = answers
+
+    def ask(self, items, desc=""):
+        out = []
+        for it in items:
+            prompt = it.messages[-1][1]
+            q = prompt.split("question: ", 1)[1].split("\n", 1)[0]
+            out.append(it.parse(self.answers[q]))
+        return out
+
+
+def test_ragas_context_relevance_matches_sentence_text_back():
+    sents = [("0a", "Paris is the capital of France."), ("0b", "It has many museums."), ("1a", "Rome is in Italy.")]
+    assert match_sentences(["0b.", "paris is the capital of  FRANCE"], sents) == (["0a", "0b"], [])
+    assert match_sentences(["Paris is the capital of France. Rome is in Italy."], sents) == (["0a", "1a"], [])
+    assert match_sentences(["Insufficient Information"], sents) == ([], [])
+    assert match_sentences(["Berlin is in Germany.", "1a"], sents) == (["1a"], ["Berlin is in Germany."])
+    answers = {
+        "text": json.dumps({"sentence_keys": ["Rome is in Italy."]}),
+        "none": json.dumps({"sentence_keys": "Insufficient Information"}),
+        "empty": json.dumps({"sentence_keys": []}),
+        "garbage": json.dumps({"sentence_keys": ["The Moon is made of cheese."]}),
+    }
+    ex = [{"question": q, "response": "", "sentences": sents, "supported": []} for q in answers]
+    stats = Counter()
+    res = Ragas(judge=_StubJudge(answers), embedder=HashEmbedder()).score(ex, stats=stats)
+    assert [r["context_relevance"] for r in res[:3]] == [pytest.approx(1 / 3), 0.0, 0.0]
+    assert res[0]["context_sentence_keys"] == ["1a"]
+    # a reply that matches nothing is a counted failure, never a silent 0
+    assert math.isnan(res[3]["context_relevance"]) and stats["ragas_failures"] == 1
+    assert res[3]["context_unmatched"] == ["The Moon is made of cheese."]
 
 
 def test_check_cached_blank_reference_and_bad_labels():
