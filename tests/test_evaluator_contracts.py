@@ -111,7 +111,7 @@ def test_components_needing_a_judge_say_so():
 def test_every_metric_is_described_and_in_range_on_the_golden_records():
     metrics = list(registry.all_metrics())
     names = {m.name for m in metrics}
-    for family in ("ragchecker", "trace", "ragas", "retrieval"):
+    for family in ("ragchecker", "trace", "ragas", "retrieval", "baseline"):
         assert any(m.family == family for m in metrics), family
     assert {f"retrieval/{n}_at_k" for n in ("recall", "mrr", "ndcg", "precision", "hit")} <= names
     for m in metrics:
