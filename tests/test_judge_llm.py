@@ -346,3 +346,24 @@ def test_evaluator_stops_the_managed_judge_server_also_on_error(tmp_path, monkey
     with pytest.raises(RuntimeError, match="TRACe exploded"):
         ev2.evaluate([RECORDS[0]], cache=None)
     assert srv2.pid is not None and not srv2.running  # the checks started it; the error stopped it
+
+
+def test_checker_shows_the_question_and_triplets_as_refchecker_does():
+    script = Scripted()
+    with FakeOpenAIServer(responder=script) as fake:
+        judge = _judge(fake)
+        checker = LLMChecker(judge=judge)
+        labels = checker.check_pairs([
+            (["Paris", "is in", "France"], "Paris is in France.", "Where is Paris?"),
+            ("Paris has museums", "Paris is in France.", "Where is Paris?"),
+            (["Rome", "is in", "Italy"], "Rome is in Italy."),  # no question: the slot stays empty
+        ] + [(f"claim {i}", "Paris is in France.", "Where is Paris?") for i in range(5)])
+        bodies = list(fake.requests)
+        judge.close()
+    assert labels[:3] == ["Entailment", "Neutral", "Entailment"]
+    prompts = [b["messages"][-1]["content"] for b in bodies]
+    assert any('### Claims:\n("Paris", "is in", "France")\nParis has museums\nclaim 0' in p for p in prompts)
+    assert sorted(script.questions) == ["", "Where is Paris?", "Where is Paris?"]
+    # 7 claims against the first reference: 5 + 2 per call (RAGChecker's joint_check_num = 5)
+    assert len(bodies) == 3 and sorted(b["max_tokens"] for b in bodies) == [110, 120, 150]
+    assert all("response_format" not in b for b in bodies)

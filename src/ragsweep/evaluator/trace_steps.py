@@ -5,7 +5,10 @@ relevant / utilized context sentences and the supported response sentences (the 
 - :class:`EntailmentTrace` (``trace_mode: entailment``): from the claims and the entailment
   matrices, ``attribution`` ``cover`` (lexical) or ``entailment`` (sentence-level checks);
 - :class:`AnnotatorTrace` (``trace_mode: annotator``): the RAGBench labelling prompt through the
-  judge (cached under stage ``"trace_annotation"`` after it parsed).
+  judge (cached under stage ``"trace_annotation"`` after it parsed). A response sentence the
+  judge did not label is a judge failure (:func:`annotated_support` gives it None): adherence and
+  sentence adherence are NaN, the keys are listed in ``unlabelled_response_sentence_keys`` and
+  ``stats["trace_failures"]`` counts the question; the judge's ``overall_supported`` is kept.
 
 Each step's ``annotate(records, checker, cache, stats, memo) -> [trace dict]``.
 """
