@@ -293,7 +293,9 @@ def test_real_llamacpp_judge(tmp_path):
         recs, m = Evaluator(**cfg).evaluate(records, cache=Cache(tmp_path / "cache"))
         assert not server.running  # stopped by the evaluator
         r = recs[0]
-        assert m["judge/requests"] >= 6 and m["judge/calls"] >= m["judge/requests"]
+        # 2 extractions + 1 annotation + 2 RAGAS prompts at least; checks only for parsed claims
+        # (RefChecker's free-text prompts: the 135M model's triplets may not parse)
+        assert m["judge/requests"] >= 5 and m["judge/calls"] >= m["judge/requests"]
         assert m["judge/prompt_tokens"] > 0
         assert m["judge/parse_failures"] <= m["judge/requests"]
         for field in ("response_claims", "gt_answer_claims"):
