@@ -271,18 +271,21 @@ class Ragas:
         from ragsweep.evaluator.labels import ENTAILMENT
 
         pairs: list[tuple[str, str]] = []
-        spans: list[tuple[int, int] | None] = []
+        spans: list[Any] = []
         for ex in examples:
             claims = ex.get("claims")
+            chunks = [str(c) for c in ex.get("chunks") or []]
             if claims is None:
                 spans.append(None)
-                continue
-            context = "\n".join(str(c) for c in ex.get("chunks") or [])
-            spans.append((len(pairs), len(pairs) + len(claims)))
-            pairs.extend((str(c), context) for c in claims)
+            elif len(chunks) == 1 and ex.get("supported") is not None and len(ex["supported"]) == len(claims):
+                spans.append(list(ex["supported"]))  # one chunk: the joined context is that chunk
+            else:
+                spans.append((len(pairs), len(pairs) + len(claims)))
+                pairs.extend((str(c), "\n".join(chunks)) for c in claims)
         labels = check_cached(checker, pairs, cache, stats) if pairs else []
         return [
-            None if span is None else [None if lab is None else lab == ENTAILMENT for lab in labels[span[0]:span[1]]]
+            span if span is None or isinstance(span, list)
+            else [None if lab is None else lab == ENTAILMENT for lab in labels[span[0]:span[1]]]
             for span in spans
         ]
 
