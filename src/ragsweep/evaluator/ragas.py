@@ -270,7 +270,8 @@ class Ragas:
         from ragsweep.evaluator.checking import check_cached
         from ragsweep.evaluator.labels import ENTAILMENT
 
-        pairs: list[tuple[str, str]] = []
+        uses_q = bool(getattr(checker, "uses_question", False))  # RefChecker's prompt shows the question
+        pairs: list[tuple[str, ...]] = []
         spans: list[Any] = []
         for ex in examples:
             claims = ex.get("claims")
@@ -281,7 +282,9 @@ class Ragas:
                 spans.append(list(ex["supported"]))  # one chunk: the joined context is that chunk
             else:
                 spans.append((len(pairs), len(pairs) + len(claims)))
-                pairs.extend((str(c), "\n".join(chunks)) for c in claims)
+                context = "\n".join(chunks)
+                q = str(ex.get("question") or "")
+                pairs.extend((str(c), context, q) if uses_q else (str(c), context) for c in claims)
         labels = check_cached(checker, pairs, cache, stats) if pairs else []
         return [
             span if span is None or isinstance(span, list)
