@@ -144,3 +144,23 @@ def test_extract_cached_shares_and_never_caches_failures(tmp_path):
 def test_extract_cached_without_cache():
     ex = OfflineExtractor()
     assert extract_cached(ex, ["Cats eat fish. Dogs bark.", ""], None, None) == [["Cats eat fish.", "Dogs bark."], []]
+
+
+def test_offline_short_answers_are_one_claim_read_with_the_question():
+    ex = OfflineExtractor()
+    assert ex.uses_question  # the question is part of the claims' cache key
+    assert ex.extract("No.", "Is Paris in Spain?") == ["Is Paris in Spain? No."]
+    assert ex.extract("1997.", "When was the treaty signed") == ["When was the treaty signed: 1997."]
+    assert ex.extract("  Paris ", "What is the capital of France?") == ["What is the capital of France? Paris"]
+    # before: no claim at all (no content word with a letter) - and still so without a question
+    assert ex.extract("No.") == [] and ex.extract("1997.", None) == [] and ex.extract("1997.", "  ") == []
+    # a longer answer keeps its own claims (substrings of the text); an empty one has none
+    assert ex.extract("Paris is the capital of France.", "Which city?") == ["Paris is the capital of France."]
+    assert ex.extract("", "Which city?") == [] and ex.extract("...", "Which city?") == []
+    assert OfflineExtractor(short_answers=False).extract("No.", "Is Paris in Spain?") == []
+    assert OfflineExtractor(short_answers=False).uses_question is False
+    # through the pipeline's seam: the question reaches the extractor
+    out = extract_cached(ex, ["No.", "No."], ["Is A B?", "Is C D?"], None)
+    assert out == [["Is A B? No."], ["Is C D? No."]]
+    with pytest.raises(ValueError, match="short_answer_words"):
+        OfflineExtractor(short_answer_words=0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import Counter
@@ -21,7 +22,7 @@ from ragsweep.evaluator.pipeline import (
     claim_sentences,
     evaluate_records,
 )
-from ragsweep.evaluator.ragas import Ragas, faithfulness
+from ragsweep.evaluator.ragas import Ragas, faithfulness, match_sentences
 
 _W = re.compile(r"\w+")
 
@@ -334,7 +335,10 @@ def test_trace_annotator_mode(tmp_path):
         "all_relevant_sentence_keys": ["0a", "1a", "9z"],
         "all_utilized_sentence_keys": ["0a"],
         "unsupported_response_sentence_keys": ["b"],
-        "sentence_support_information": [],
+        "sentence_support_information": [
+            {"response_sentence_key": "a", "supporting_sentence_keys": ["0a"], "fully_supported": True},
+            {"response_sentence_key": "b", "supporting_sentence_keys": [], "fully_supported": False},
+        ],
         "overall_supported": False,
     }
     stub = StubAnnotator({_records()[0]["query"]: ann})
@@ -346,10 +350,26 @@ def test_trace_annotator_mode(tmp_path):
     # the second record's annotation failed: NaN, not a guess
     assert recs[1]["trace"]["annotation_failed"] and math.isnan(recs[1]["metrics"]["trace/utilization"])
     assert m["trace/adherence_rate"] == 0.0
+    # the judge's own overall verdict is kept and logged
+    from ragsweep.metrics import registry
+
+    overall = registry.get("trace/overall_supported").per_question
+    assert t["overall_supported"] is False and overall(recs[0]) == 0.0 and math.isnan(overall(recs[1]))
+    assert m["trace/overall_supported"] == 0.0 and recs[1]["trace"]["overall_supported"] is None
+    assert t["unlabelled_response_sentence_keys"] == []
     # the successful annotation is cached, the failed one asked again
     stub2 = StubAnnotator({})
     _run(trace_mode="annotator", annotator=stub2, cache=Cache(tmp_path))
     assert [q for _, q, _ in stub2.seen] == [_records()[1]["query"]]
+    # a response sentence the judge did not label is a judge failure, not "supported"
+    partial = dict(ann, unsupported_response_sentence_keys=[], overall_supported=True,
+                   sentence_support_information=ann["sentence_support_information"][:1])
+    recs3, _ = _run(trace_mode="annotator", annotator=StubAnnotator({_records()[0]["query"]: partial}))
+    t3 = recs3[0]["trace"]
+    assert t3["unlabelled_response_sentence_keys"] == ["b"] and t3["adherence_score"] is None
+    assert math.isnan(t3["sentence_adherence"]) and math.isnan(recs3[0]["metrics"]["trace/adherence"])
+    assert t3["utilization_score"] == 0.25  # the key lists it did give still count
+    assert overall(recs3[0]) == 1.0
     with pytest.raises(ValueError, match="evaluator.judge must be set for trace_mode annotator"):
         Evaluator(checker=WordChecker(), trace_mode="annotator")
 
@@ -366,6 +386,61 @@ def test_ragas_offline_substitutes():
     assert res[1]["answer_relevance"] == 0.0 and math.isnan(res[1]["context_relevance"])
     recs, m = _run(ragas=False)
     assert not any(k.startswith("ragas/") for k in m) and "ragas/faithfulness" not in recs[0]["metrics"]
+
+
+def test_ragas_faithfulness_checks_the_whole_joined_context():
+    # RAGAS checks each statement against "\n".join(retrieved_contexts): a statement whose
+    # words come from two chunks is supported by the joined context, by neither chunk alone
+    checker = WordChecker()
+    ex = [{"question": "q", "response": "r", "sentences": [("0a", "x")],
+           "claims": ["Paris is in France and Rome", "Madrid"], "chunks": ["Paris is in France and", "Rome is old."],
+           "supported": [False, False]}]
+    res = Ragas(embedder=HashEmbedder()).score(ex, checker=checker)
+    assert res[0]["faithfulness"] == 0.5
+    assert ("Paris is in France and Rome", "Paris is in France and\nRome is old.") in checker.pairs
+    # unknown claims: NaN; without claims/checker the per-chunk flags are the fallback
+    assert math.isnan(Ragas(embedder=HashEmbedder()).score([dict(ex[0], claims=None)], checker=checker)[0]["faithfulness"])
+    fallback = Ragas(embedder=HashEmbedder()).score([{k: v for k, v in ex[0].items() if k != "claims"}])
+    assert fallback[0]["faithfulness"] == 0.0
+
+
+class _StubJudge:
+    """Answers RAGAS's context prompt with fixed JSON, by question."""
+
+    identity = {"judge": "stub"}
+
+    def __init__(self, answers):
+        self.answers = answers
+
+    def ask(self, items, desc=""):
+        out = []
+        for it in items:
+            prompt = it.messages[-1][1]
+            q = prompt.split("question: ", 1)[1].split("\n", 1)[0]
+            out.append(it.parse(self.answers[q]))
+        return out
+
+
+def test_ragas_context_relevance_matches_sentence_text_back():
+    sents = [("0a", "Paris is the capital of France."), ("0b", "It has many museums."), ("1a", "Rome is in Italy.")]
+    assert match_sentences(["0b.", "paris is the capital of  FRANCE"], sents) == (["0a", "0b"], [])
+    assert match_sentences(["Paris is the capital of France. Rome is in Italy."], sents) == (["0a", "1a"], [])
+    assert match_sentences(["Insufficient Information"], sents) == ([], [])
+    assert match_sentences(["Berlin is in Germany.", "1a"], sents) == (["1a"], ["Berlin is in Germany."])
+    answers = {
+        "text": json.dumps({"sentence_keys": ["Rome is in Italy."]}),
+        "none": json.dumps({"sentence_keys": "Insufficient Information"}),
+        "empty": json.dumps({"sentence_keys": []}),
+        "garbage": json.dumps({"sentence_keys": ["The Moon is made of cheese."]}),
+    }
+    ex = [{"question": q, "response": "", "sentences": sents, "supported": []} for q in answers]
+    stats = Counter()
+    res = Ragas(judge=_StubJudge(answers), embedder=HashEmbedder()).score(ex, stats=stats)
+    assert [r["context_relevance"] for r in res[:3]] == [pytest.approx(1 / 3), 0.0, 0.0]
+    assert res[0]["context_sentence_keys"] == ["1a"]
+    # a reply that matches nothing is a counted failure, never a silent 0
+    assert math.isnan(res[3]["context_relevance"]) and stats["ragas_failures"] == 1
+    assert res[3]["context_unmatched"] == ["The Moon is made of cheese."]
 
 
 def test_check_cached_blank_reference_and_bad_labels():

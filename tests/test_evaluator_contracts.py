@@ -31,9 +31,9 @@ TEXTS = ["Paris is in France, and it has many museums. Rome is in Italy.", ""]
 
 def _fake_judge(body, index):
     prompt = body["messages"][-1]["content"]
-    if "claims:\n" in prompt:  # a checking prompt: one label per numbered claim
-        n = sum(1 for line in prompt.split("claims:\n", 1)[1].split("\n\n")[0].splitlines() if line.strip())
-        return ok(json.dumps({"labels": ["Entailment"] * n}))
+    if "### Claims:\n" in prompt:  # RefChecker's joint checking prompt: one label per claim line
+        n = sum(1 for line in prompt.split("### Claims:\n", 1)[1].split("\n\n")[0].splitlines() if line.strip())
+        return ok("\n".join(["Entailment"] * n))
     return ok(json.dumps({"claims": [["Paris", "is in", "France"], ["Rome", "is in", "Italy"]]}))
 
 
@@ -111,7 +111,7 @@ def test_components_needing_a_judge_say_so():
 def test_every_metric_is_described_and_in_range_on_the_golden_records():
     metrics = list(registry.all_metrics())
     names = {m.name for m in metrics}
-    for family in ("ragchecker", "trace", "ragas", "retrieval"):
+    for family in ("ragchecker", "trace", "ragas", "retrieval", "baseline"):
         assert any(m.family == family for m in metrics), family
     assert {f"retrieval/{n}_at_k" for n in ("recall", "mrr", "ndcg", "precision", "hit")} <= names
     for m in metrics:

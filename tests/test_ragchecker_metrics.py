@@ -244,9 +244,11 @@ def _appendix_b(rec):
         "context_precision": frac(r_chunks, chunks),
         "context_utilization": frac(recalled & covered, recalled),
         "noise_sensitivity_in_relevant": frac(ns_rel, m),
+        # with no gt claims RAGChecker's code gives 0 (not the literal formula's share): see
+        # test_noise_sensitivity_without_gt_claims_is_ragcheckers
         "noise_sensitivity_in_irrelevant": frac(
             {i for i in m if i not in correct and in_chunk[i] - r_chunks and i not in ns_rel}, m
-        ),
+        ) if g else 0.0,
         "hallucination": frac({i for i in m if i not in correct and not in_chunk[i]}, m),
         "self_knowledge": frac({i for i in m if i in correct and not in_chunk[i]}, m),
         "faithfulness": frac({i for i in m if in_chunk[i]}, m),
@@ -264,7 +266,56 @@ def test_matches_literal_appendix_b_and_partitions(rec):
     if rec["response_claims"]:
         # every response claim is faithful, a hallucination or self-knowledge ...
         assert m["faithfulness"] + m["hallucination"] + m["self_knowledge"] == pytest.approx(100)
+    if rec["response_claims"] and rec["gt_answer_claims"]:
         # ... and every incorrect one is relevant noise, irrelevant noise or a hallucination
+        # (not without gt claims, where RAGChecker's code zeroes both noise sensitivities)
         incorrect = (m["noise_sensitivity_in_relevant"] + m["noise_sensitivity_in_irrelevant"]
                      + m["hallucination"])
         assert incorrect == pytest.approx(100 - m["precision"])
+
+
+def _ragchecker_noise_sensitivity(rec):
+    """RAGChecker's ``evaluate_noise_sensitivity`` (amazon-science/RAGChecker
+    ``ragchecker/computation.py`` at 6091f08c00e676e87a970f2aeb4a23a484746348, Apache-2.0),
+    transcribed line for line on plain numpy as the reference implementation."""
+    import numpy as np
+
+    def to_bool(res):
+        if isinstance(res, str):
+            return res == "Entailment"
+        return np.array([to_bool(r) for r in res])
+
+    retrieved2response = to_bool(rec["retrieved2response"])
+    answer2response = to_bool(rec["answer2response"])
+    retrieved2answer = to_bool(rec["retrieved2answer"])
+    if len(answer2response) > 0 and len(retrieved2response[0]) > 0 and len(retrieved2answer) > 0:
+        relevant_retrieved = np.max(retrieved2answer, axis=0, keepdims=True)
+        relevant_faithful = np.max(relevant_retrieved & retrieved2response, axis=1)
+        irrelevant_retrieved = ~np.max(retrieved2answer, axis=0, keepdims=True)
+        irrelevant_faithful = np.max(irrelevant_retrieved & retrieved2response, axis=1)
+        irrelevant_faithful &= ~relevant_faithful
+        incorrect = ~answer2response
+        return float(np.mean(relevant_faithful & incorrect)), float(np.mean(irrelevant_faithful & incorrect))
+    return 0.0, 0.0
+
+
+@pytest.mark.parametrize("index", range(len(GOLDEN["results"])))
+def test_noise_sensitivity_without_gt_claims_is_ragcheckers(index):
+    # RAGChecker's example records with a ground truth that yields no claims: every chunk is
+    # irrelevant, but RAGChecker's code gives 0 to both noise sensitivities (its guard
+    # len(retrieved2answer) > 0 fails) - and so does ragsweep
+    rec = copy.deepcopy(GOLDEN["results"][index])
+    rec.update(gt_answer_claims=[], response2answer=[], retrieved2answer=[])
+    rec.pop("metrics", None)
+    ours = compute_example_metrics(rec, scale=1.0)
+    rel, irr = _ragchecker_noise_sensitivity(rec)
+    assert (ours["noise_sensitivity_in_relevant"], ours["noise_sensitivity_in_irrelevant"]) == (rel, irr) == (0.0, 0.0)
+    # the same records with their claims agree with the transcription too (and with the file)
+    full = GOLDEN["results"][index]
+    rel, irr = _ragchecker_noise_sensitivity(full)
+    ours = compute_example_metrics(full, scale=1.0)
+    assert ours["noise_sensitivity_in_relevant"] == pytest.approx(rel)
+    assert ours["noise_sensitivity_in_irrelevant"] == pytest.approx(irr)
+    # a response that some chunk entails and the gt does not: still 0, not the share of such claims
+    assert any(any(lab == E for lab in row) for row in rec["retrieved2response"])
+    assert any(lab != E for lab in rec["answer2response"])

@@ -13,7 +13,10 @@ object]`` triplet, as in RAGChecker's output files). Two extractors share one in
   ``clause_rule="conjunctions"``: cut only at ``;`` and at a comma or conjunction that joins two
   clauses (``", and"``, ``", but"``, ``" whereas "``, ...), keeping a split only when both sides
   have at least ``min_words`` words. Every claim is a substring of the text: ``text[s:e]`` for a
-  span of :meth:`OfflineExtractor.spans`.
+  span of :meth:`OfflineExtractor.spans` - except a short answer ("No.", "1997.", at most
+  ``short_answer_words`` words or no claim of its own), which with ``short_answers`` (default)
+  and a question is ONE claim read with the question (:func:`with_question`: "Is Paris in
+  Spain? No."), instead of no claim or a bare "1997" no checker can verify.
 - :class:`~ragsweep.evaluator.llm_extractor.LLMExtractor` - through the judge (:class:`ragsweep.evaluator.judge.Judge`) with
   JSON-schema output ``{"claims": [...]}``; ``claim_format`` ``triplet`` (RefChecker) or
   ``sentence`` (RAGAS statements).
@@ -38,13 +41,13 @@ from ragsweep.text import content_words, sentence_spans
 Claim = Union[str, list]
 
 #: Bumped whenever the offline splitting rules change (part of the cache key).
-OFFLINE_VERSION = 2
+OFFLINE_VERSION = 3
 #: ``facts`` (default): cut at every comma / semicolon / colon and before "and", "but", "which",
 #: ... and merge the pieces until each has ``min_content_words`` content words (closer to
 #: RAGChecker's atomic claims); ``conjunctions``: cut only where a conjunction joins two clauses.
 CLAUSE_RULES = ("facts", "conjunctions")
 #: Bumped whenever an LLM extraction prompt changes (part of the cache key).
-LLM_PROMPT_VERSION = 1
+LLM_PROMPT_VERSION = 2
 CLAIM_FORMATS = ("triplet", "sentence")
 
 # Where a sentence may be cut into two clauses: "; " anywhere, a comma followed by a
@@ -110,6 +113,8 @@ class OfflineExtractor:
         clause_rule: str = "facts"  # see CLAUSE_RULES
         min_words: int = 3  # conjunctions: a split is kept only when both clauses have this many words
         min_content_words: int = 4  # facts: each claim has this many content words (a short tail joins the last)
+        short_answers: bool = True  # a short answer ("No.", "1997.") is one claim read with the question
+        short_answer_words: int = 3  # at most this many words (or no claim of its own) = a short answer
 
         def __post_init__(self) -> None:
             if not isinstance(self.split_clauses, bool):
@@ -122,9 +127,18 @@ class OfflineExtractor:
                 )
             _positive_int(self.min_words, "evaluator.extractor.min_words")
             _positive_int(self.min_content_words, "evaluator.extractor.min_content_words")
+            if not isinstance(self.short_answers, bool):
+                raise ValueError(
+                    f"evaluator.extractor.short_answers must be true or false, got {self.short_answers!r}"
+                )
+            _positive_int(self.short_answer_words, "evaluator.extractor.short_answer_words")
 
     name = "offline"
-    uses_question = False
+
+    @property
+    def uses_question(self) -> bool:
+        """The question is read (and part of the cache key) for short answers."""
+        return self.config.short_answers
 
     def __init__(self, **kwargs: Any) -> None:
         self.config = _config_from(self.Config, kwargs, "evaluator.extractor")
@@ -192,16 +206,41 @@ class OfflineExtractor:
         pieces.append((start, e))
         return pieces
 
+    def is_short_answer(self, text: str, spans: Sequence[tuple[int, int]] | None = None) -> bool:
+        """A text with a word that states nothing on its own: no claim of its own ("No.",
+        "1997.": no content word with a letter) or at most ``short_answer_words`` words."""
+        n = _n_words(text)
+        if n == 0:
+            return False
+        spans = self.spans(text) if spans is None else spans
+        return not spans or n <= self.config.short_answer_words
+
     def extract(self, text: str, question: str | None = None) -> list[str]:
+        """The claims of ``text`` (substrings of it). With ``short_answers`` and a question, a
+        short answer is one claim, the question and the answer read together
+        (``"Was it built in 1889? No."``, ``"capital of France: Paris."``): the answer alone
+        states nothing a checker can verify, and dropping it would leave the response claimless."""
         if not isinstance(text, str):
             raise TypeError(f"extract() needs a string, got {type(text).__name__}")
-        return [text[s:e] for s, e in self.spans(text)]
+        spans = self.spans(text)
+        q = question.strip() if isinstance(question, str) else ""
+        if self.config.short_answers and q and self.is_short_answer(text, spans):
+            return [with_question(q, text)]
+        return [text[s:e] for s, e in spans]
 
     def extract_many(
         self, texts: Sequence[str], questions: Sequence[str | None] | None = None
     ) -> list[list[str] | None]:
         self.stats["extractions"] += len(texts)
-        return [self.extract(t) for t in texts]
+        questions = list(questions) if questions is not None else [None] * len(texts)
+        return [self.extract(t, q) for t, q in zip(texts, questions)]
+
+
+def with_question(question: str, answer: str) -> str:
+    """A short answer read with its question, as one claim: ``"<question> <answer>"`` after a
+    question mark (or other final punctuation), else ``"<question>: <answer>"``."""
+    q, a = question.strip(), " ".join(answer.split())
+    return f"{q} {a}" if q[-1:] in "?.!:" else f"{q}: {a}"
 
 
 
@@ -272,4 +311,5 @@ __all__ = [
     "extract_cached",
     "extractor_id",
     "parse_claims",
+    "with_question",
 ]

@@ -3,17 +3,24 @@
 With a judge (``evaluator.judge`` set), as in the paper:
 
 - ``ragas/faithfulness`` = |supported statements| / |statements|: the statements are the response
-  claims of the configured extractor and "supported" = entailed by at least one retrieved chunk
-  according to the configured checker (the same ``retrieved2response`` checks as RAGChecker's
-  faithfulness, whose Appendix-B value is 0 rather than NaN for a response without claims).
+  claims of the configured extractor and "supported" = entailed by the WHOLE retrieved context,
+  all chunks joined with newlines, as RAGAS checks them (``"\n".join(retrieved_contexts)`` in
+  ``ragas/metrics/_faithfulness.py``), by the configured checker. This needs the example's
+  ``claims`` and ``chunks`` and a checker (:meth:`Ragas.score`); an example carrying only
+  ``supported`` flags falls back to "entailed by at least one chunk" (RAGChecker's
+  ``retrieved2response``), which misses a statement that needs two chunks together.
 - ``ragas/answer_relevance`` = mean cosine similarity between the question and ``n_questions``
   questions the judge writes for the answer (the paper's prompt), embedded with
   ``embedding_model`` (default: the bundled all-MiniLM-L6-v2 instead of the paper's
   text-embedding-ada-002).
 - ``ragas/context_relevance`` = |context sentences the judge extracts as needed for the question|
   / |context sentences|. The paper's prompt is used, but the context is shown split into keyed
-  sentences (``0a``, ``0b`` ... as TRACe) and the judge answers with the keys, so that the
-  extracted sentences can be counted exactly instead of being matched back from rewritten text.
+  sentences (``0a``, ``0b`` ... as TRACe) and the judge is asked for the keys. A judge that
+  answers with sentence TEXT instead is matched back (:func:`match_sentences`: a returned item
+  names the sentence whose normalised text - lower case, punctuation and extra spaces dropped -
+  equals it, or every sentence whose normalised text it contains); "Insufficient Information"
+  is an empty extraction (0). A non-empty reply of which no item matches a key or a sentence is
+  a judge failure: NaN, counted in ``ragas_failures`` - never a silent 0.
 
 Without a judge (the offline evaluator) two of them are honest substitutes, not RAGAS:
 
@@ -34,6 +41,7 @@ keys) under stage ``"ragas"`` after they parsed.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from typing import Any, Mapping, Sequence
 
@@ -169,13 +177,54 @@ def parse_questions(text: str | None, n: int) -> list[str] | None:
 
 
 def parse_sentence_keys(text: str | None) -> list[str] | None:
+    """The judge's items (keys, or sentence text where it wrote text), stripped; a bare
+    "Insufficient Information" (as a string) is an empty extraction."""
     from ragsweep.evaluator.judge import parse_json_object
 
     obj = parse_json_object(text)
     keys = obj.get("sentence_keys") if obj else None
+    if isinstance(keys, str) and _norm_text(keys) == _INSUFFICIENT:
+        return []
     if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
         return None
-    return [k.strip().rstrip(".") for k in keys if k.strip()]
+    return [k.strip() for k in keys if k.strip()]
+
+
+_NON_WORD = re.compile(r"[\W_]+", re.UNICODE)
+_INSUFFICIENT = "insufficient information"
+
+
+def _norm_text(text: str) -> str:
+    """Lower case, every run of punctuation / spaces one space, trimmed."""
+    return _NON_WORD.sub(" ", str(text).lower()).strip()
+
+
+def match_sentences(items: Sequence[str], sentences: Sequence[Sequence[str]]) -> tuple[list[str], list[str]]:
+    """The keyed context ``sentences`` that the judge's ``items`` name, and the items naming none.
+
+    An item is a key (``"0a"``, ``"0a."``) or a sentence's text: it names the sentence whose
+    normalised text equals it, else every sentence (of at least 3 words) whose normalised text
+    it contains (several sentences returned as one string). "Insufficient Information" names
+    nothing and is not unmatched. Keys come back in context order, once each."""
+    by_key = {str(k).strip().rstrip("."): k for k, _ in sentences}
+    normed = [(k, _norm_text(t)) for k, t in sentences]
+    picked: set[str] = set()
+    unmatched: list[str] = []
+    for item in items:
+        key = item.strip().rstrip(".")
+        if key in by_key:
+            picked.add(by_key[key])
+            continue
+        n = _norm_text(item)
+        if not n or n == _INSUFFICIENT:
+            continue
+        exact = [k for k, t in normed if t and t == n]
+        inside = exact or [k for k, t in normed if len(t.split()) >= 3 and f" {t} " in f" {n} "]
+        if inside:
+            picked.update(inside)
+        else:
+            unmatched.append(item)
+    return [k for k, _ in sentences if k in picked], unmatched
 
 
 class Ragas:
@@ -188,8 +237,10 @@ class Ragas:
         n_questions: int = 3,
         context_threshold: float = 0.5,
         max_tokens: int = 256,
+        checker: Any = None,
     ):
         self.judge = judge
+        self.checker = checker  # checks statements against the whole context (faithfulness)
         self.embedder = embedder if embedder is not None else Embedder()
         self.n_questions = int(n_questions)
         self.context_threshold = float(context_threshold)
@@ -212,14 +263,45 @@ class Ragas:
         stats["cache_hits"] += len(set(keys.values())) - asked
         return [got.get(i) for i in range(len(items))]
 
+    def whole_context_support(self, examples: Sequence[Mapping[str, Any]], checker: Any, cache: Any,
+                              stats: Counter) -> list[list[bool | None] | None]:
+        """Per example, per response statement: entailed by all its chunks joined with newlines
+        (RAGAS's context string); None where the claims are unknown or a check failed."""
+        from ragsweep.evaluator.checking import check_cached
+        from ragsweep.evaluator.labels import ENTAILMENT
+
+        uses_q = bool(getattr(checker, "uses_question", False))  # RefChecker's prompt shows the question
+        pairs: list[tuple[str, ...]] = []
+        spans: list[Any] = []
+        for ex in examples:
+            claims = ex.get("claims")
+            chunks = [str(c) for c in ex.get("chunks") or []]
+            if claims is None:
+                spans.append(None)
+            elif len(chunks) == 1 and ex.get("supported") is not None and len(ex["supported"]) == len(claims):
+                spans.append(list(ex["supported"]))  # one chunk: the joined context is that chunk
+            else:
+                spans.append((len(pairs), len(pairs) + len(claims)))
+                context = "\n".join(chunks)
+                q = str(ex.get("question") or "")
+                pairs.extend((str(c), context, q) if uses_q else (str(c), context) for c in claims)
+        labels = check_cached(checker, pairs, cache, stats) if pairs else []
+        return [
+            span if span is None or isinstance(span, list)
+            else [None if lab is None else lab == ENTAILMENT for lab in labels[span[0]:span[1]]]
+            for span in spans
+        ]
+
     def score(self, examples: Sequence[Mapping[str, Any]], cache: Any = None,
-              stats: Counter | None = None) -> list[dict[str, Any]]:
+              stats: Counter | None = None, checker: Any = None) -> list[dict[str, Any]]:
         """Per example ``{"faithfulness", "answer_relevance", "context_relevance"}`` (plus
         ``generated_questions`` / ``context_sentence_keys`` with a judge).
 
         Each example: ``question``, ``response``, ``sentences`` (the keyed context sentences,
-        ``[(key, text), ...]``) and ``supported`` (per response claim True/False/None, or None
-        when the claims are unknown).
+        ``[(key, text), ...]``), and for faithfulness either ``claims`` (the response statements'
+        texts, None when unknown) with ``chunks`` (the retrieved texts), checked against the
+        chunks joined by ``checker`` (else this object's ``checker``), or only ``supported``
+        (per statement True/False/None: the per-chunk fallback).
         """
         from ragsweep.evaluator.judge import JudgeItem
 
@@ -229,9 +311,15 @@ class Ragas:
                 self.embedder.cache = cache
             except AttributeError:  # pragma: no cover - a stand-in without the attribute
                 pass
-        out: list[dict[str, Any]] = [
-            {"faithfulness": faithfulness(ex.get("supported"))} for ex in examples
-        ]
+        checker = checker if checker is not None else self.checker
+        whole = (self.whole_context_support(examples, checker, cache, stats)
+                 if checker is not None and any("claims" in ex for ex in examples) else [None] * len(examples))
+        out: list[dict[str, Any]] = []
+        for ex, flags in zip(examples, whole):
+            if "claims" in ex and checker is not None:
+                out.append({"faithfulness": faithfulness(flags)})
+            else:
+                out.append({"faithfulness": faithfulness(ex.get("supported"))})
         if self.judge is None:
             for ex, res in zip(examples, out):
                 q, a = str(ex.get("question") or ""), str(ex.get("response") or "")
@@ -285,13 +373,21 @@ class Ragas:
                 cos = _cosines(self.embedder, str(examples[i].get("question") or ""), qs)
                 out[i]["answer_relevance"] = float(np.mean(cos))
         for i, keys in zip(c_where, self._judge_cached("context", c_items, cache, stats)):
-            out[i]["context_sentence_keys"] = keys
             if keys is None:
+                out[i]["context_sentence_keys"] = None
+                out[i]["context_relevance"] = _NAN
+                continue
+            sents = list(examples[i]["sentences"])
+            picked, unmatched = match_sentences(keys, sents)
+            out[i]["context_sentence_keys"] = picked
+            if unmatched:
+                out[i]["context_unmatched"] = unmatched
+            if unmatched and not picked:
+                # a reply that names no sentence is a failed judgement, not "nothing relevant"
+                stats["ragas_failures"] += 1
                 out[i]["context_relevance"] = _NAN
             else:
-                valid = {k for k, _ in examples[i]["sentences"]}
-                picked = [k for k in dict.fromkeys(keys) if k in valid]
-                out[i]["context_relevance"] = len(picked) / len(valid)
+                out[i]["context_relevance"] = len(picked) / len(sents)
         return out
 
 
@@ -311,4 +407,5 @@ __all__ = [
     "Ragas",
     "aggregate",
     "faithfulness",
+    "match_sentences",
 ]

@@ -30,6 +30,11 @@ a chunk is *relevant* when it entails at least one gt claim)::
     self_knowledge   = |m correct and entailed by no chunk| / |m|
     faithfulness     = |m entailed by some chunk| / |m|
 
+A ground truth with no claims (``gt_answer_claims == []``): every chunk is irrelevant, yet both
+noise sensitivities are 0, exactly as RAGChecker's ``evaluate_noise_sensitivity`` (its guard
+``len(retrieved2answer) > 0`` fails); recall, claim recall and context utilization are 0 (zero
+denominators) and context precision is 0.
+
 "correct" = entailed by the ground-truth answer (``answer2response``). A zero denominator gives
 0.0, as RAGChecker's code does (an empty response has precision 0). With no retrieved chunks the
 Appendix B formulas are applied as written (every claim is "entailed by no chunk"), where
@@ -193,7 +198,13 @@ def compute_example_metrics(record: Mapping[str, Any], *, scale: float = 100.0) 
             incorrect = ~correct
             out["hallucination"] = _ratio((incorrect & ~faithful).sum(), len(faithful))
             out["self_knowledge"] = _ratio((correct & ~faithful).sum(), len(faithful))
-            if gt_chunks is not None:
+            if gt_chunks is not None and len(gt_chunks) == 0:
+                # no ground-truth claims: RAGChecker's evaluate_noise_sensitivity takes its else
+                # branch (len(retrieved2answer) == 0) and gives 0 to both, although every chunk
+                # is then "irrelevant"
+                out["noise_sensitivity_in_relevant"] = 0.0
+                out["noise_sensitivity_in_irrelevant"] = 0.0
+            elif gt_chunks is not None:
                 in_relevant = (resp_chunks & relevant[None, :]).any(axis=1)
                 in_irrelevant = (resp_chunks & ~relevant[None, :]).any(axis=1) & ~in_relevant
                 out["noise_sensitivity_in_relevant"] = _ratio(

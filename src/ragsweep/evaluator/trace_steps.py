@@ -5,7 +5,10 @@ relevant / utilized context sentences and the supported response sentences (the 
 - :class:`EntailmentTrace` (``trace_mode: entailment``): from the claims and the entailment
   matrices, ``attribution`` ``cover`` (lexical) or ``entailment`` (sentence-level checks);
 - :class:`AnnotatorTrace` (``trace_mode: annotator``): the RAGBench labelling prompt through the
-  judge (cached under stage ``"trace_annotation"`` after it parsed).
+  judge (cached under stage ``"trace_annotation"`` after it parsed). A response sentence the
+  judge did not label is a judge failure (:func:`annotated_support` gives it None): adherence and
+  sentence adherence are NaN, the keys are listed in ``unlabelled_response_sentence_keys`` and
+  ``stats["trace_failures"]`` counts the question; the judge's ``overall_supported`` is kept.
 
 Each step's ``annotate(records, checker, cache, stats, memo) -> [trace dict]``.
 """
@@ -202,6 +205,22 @@ def _trace_entailment(recs: list[dict], checker: Any, cache: Any, stats: Counter
         out.append(res)
     return out
 
+def annotated_support(resp_sents: Sequence[Sequence[str]], ann: Mapping[str, Any]) -> list[bool | None]:
+    """Per response sentence, the annotator's verdict: False when its key is listed unsupported
+    (or its ``fully_supported`` is false), True when the judge labelled it fully supported, None
+    when the judge did not label it at all (a judge failure, never taken as supported)."""
+    bad = {tr._norm_key(k) for k in ann.get("unsupported_response_sentence_keys") or []}
+    labelled: dict[str, bool] = {}
+    for entry in ann.get("sentence_support_information") or []:
+        key = tr._norm_key(entry.get("response_sentence_key"))
+        labelled[key] = labelled.get(key, True) and entry.get("fully_supported") is True
+    out: list[bool | None] = []
+    for key, _ in resp_sents:
+        k = tr._norm_key(key)
+        out.append(False if k in bad or labelled.get(k) is False else (True if k in labelled else None))
+    return out
+
+
 def _trace_annotator(recs: list[dict], annotator: Any, cache: Any, stats: Counter) -> list[dict]:
     """TRACe annotations from the RAGBench labelling prompt through the judge."""
     from ragsweep.cache import Cache, fetch
@@ -232,13 +251,20 @@ def _trace_annotator(recs: list[dict], annotator: Any, cache: Any, stats: Counte
         if ann is None:
             res = _trace_result(keyed, resp_sents, None, None, None, None)
         else:
-            flags = tr.sentence_support(resp_sents, ann["unsupported_response_sentence_keys"])
+            flags = annotated_support(resp_sents, ann)
+            unlabelled = [k for (k, _), f in zip(resp_sents, flags) if f is None]
+            # a response sentence the judge did not label is a judge failure, not "supported":
+            # adherence and sentence adherence are unknown (NaN) for this question
+            adherent = None if unlabelled else tr.adherence(flags)
             res = _trace_result(
                 keyed, resp_sents, list(ann["all_relevant_sentence_keys"]),
-                list(ann["all_utilized_sentence_keys"]), flags, tr.adherence(flags),
+                list(ann["all_utilized_sentence_keys"]), flags, adherent,
             )
             res["sentence_support_information"] = ann["sentence_support_information"]
-            res["overall_supported"] = ann.get("overall_supported")
+            res["unlabelled_response_sentence_keys"] = unlabelled
+            if unlabelled:
+                stats["trace_failures"] += 1
+        res["overall_supported"] = ann.get("overall_supported") if ann is not None else None
         res["mode"] = "annotator"
         res["annotation_failed"] = ann is None
         out.append(res)

@@ -30,6 +30,8 @@ for _name, _field_name, _needs_gt, _desc in (
     ("completeness", "completeness_score", True, "share of the relevant context that the response uses"),
     ("adherence_rate", "adherence_score", False, "1 when every response claim/sentence is supported by the context, else 0"),
     ("sentence_adherence", "sentence_adherence", False, "share of the response sentences supported by the context"),
+    ("overall_supported", "overall_supported", False,
+     "the annotator judge's own overall_supported verdict, 1 or 0 (trace_mode=annotator only; NaN otherwise)"),
 ):
     register(Metric(
         name=f"trace/{_name}",
