@@ -177,7 +177,7 @@ def test_records_without_gt_get_nan_gt_metrics():
 def test_second_run_makes_zero_checker_calls(tmp_path):
     first_checker = WordChecker()
     recs1, m1 = _run(checker=first_checker, cache=Cache(tmp_path))
-    assert first_checker.calls == 2  # chunk-level matrices, then TRACe sentences
+    assert first_checker.calls == 3  # chunk-level matrices, TRACe sentences, RAGAS joined context
     assert m1["judge/checks"] == len(first_checker.pairs) and m1["judge/cache_hits"] == 0
 
     class CountingExtractor(OfflineExtractor):

@@ -369,9 +369,10 @@ def judge_overrides(base_url: str) -> list[str]:
 
 
 class JudgeScript:
-    """Generation: a fixed answer per question. Extraction: one triplet per text, except
-    malformed JSON for texts naming the Nile. Checking: the right number of labels, except one
-    label too many against the reference "Mount Everest." (q2's ground truth)."""
+    """Generation: a fixed answer per question. Extraction (RefChecker's KG prompt): one triplet per
+    text, except an answer with no triplet in it for texts naming the Nile. Checking (RefChecker's
+    joint checking prompt): one label per claim, except one label too many against the reference
+    "Mount Everest." (q2's ground truth)."""
 
     ANSWERS = {
         "q1": "The tower was completed in 1889.",
@@ -383,22 +384,29 @@ class JudgeScript:
     def __init__(self):
         self.kinds: list[str] = []
 
+    @staticmethod
+    def claims_of(prompt: str) -> list[str]:
+        return [c for c in prompt.split("### Claims:\n", 1)[1].split("\n\n\nYour answer", 1)[0].split("\n") if c.strip()]
+
+    def label(self, body: dict, i: int, ref: str) -> str:
+        return "Entailment"
+
     def __call__(self, body: dict, index: int) -> Action:
         prompt = prompt_of(body)
-        if "knowledge triplets" in prompt:
-            text = prompt.rsplit("\ntext: ", 1)[1].split("\n\nAnswer with", 1)[0]
+        if "generate the KG for the following candidate answer" in prompt:
+            text = prompt.rsplit("### Candidate Answer:\n", 1)[1].split("\n\n### KG:", 1)[0]
             self.kinds.append("extract")
             if "Nile" in text:
-                return ok('{"claims": [["The Nile", "flows", ')  # truncated JSON
+                return ok("I am not sure what to extract here.")  # no triplet in the answer
             words = text.rstrip(".").split()
-            return ok(json.dumps({"claims": [[words[0], "is", " ".join(words[1:]) or "stated"]]}))
-        if prompt.startswith("Decide, for each claim below"):
+            return ok(f'("{words[0]}", "is", "{" ".join(words[1:]) or "stated"}")')
+        if "### Claims:" in prompt:
             self.kinds.append("check")
-            ref = prompt.split('reference:\n"""\n', 1)[1].split('\n"""', 1)[0]
-            n = len(prompt.split("claims:\n", 1)[1].split("\n\nAnswer", 1)[0].split("\n"))
+            ref = prompt.split("### Reference:\n", 1)[1].split("\n\n### Claims:", 1)[0]
+            n = len(self.claims_of(prompt))
             if ref.strip() == "Mount Everest.":
                 n += 1  # the wrong number of labels
-            return ok(json.dumps({"labels": ["Entailment"] * n}))
+            return ok("\n".join(self.label(body, i, ref) for i in range(n)))
         self.kinds.append("generate")
         return ok(self.ANSWERS[question_of(body)])
 
@@ -592,18 +600,14 @@ def test_judge_failures_count_against_max_failure_rate(run_system_in, tmp_path):
 class SeededJudge(JudgeScript):
     """A stochastic judge: its labels depend on the request's seed (a judge at temperature > 0)."""
 
+    def label(self, body: dict, i: int, ref: str) -> str:
+        return "Entailment" if (int(body.get("seed") or 0) + i + len(ref)) % 2 else "Neutral"
+
     def __call__(self, body: dict, index: int) -> Action:
-        prompt = prompt_of(body)
-        if prompt.startswith("Decide, for each claim below"):
-            n = len(prompt.split("claims:\n", 1)[1].split("\n\nAnswer", 1)[0].split("\n"))
-            seed = int(body.get("seed") or 0)
-            labels = ["Entailment" if (seed + i + len(prompt)) % 2 else "Neutral" for i in range(n)]
-            return ok(json.dumps({"labels": labels}))
-        if "knowledge triplets" in prompt:
-            text = prompt.rsplit("\ntext: ", 1)[1].split("\n\nAnswer with", 1)[0]
-            words = text.rstrip(".").split()
-            return ok(json.dumps({"claims": [[words[0], "is", " ".join(words[1:]) or "stated"]]}))
-        return ok(self.ANSWERS[question_of(body)])
+        if "Mount Everest." in prompt_of(body) and "### Claims:" in prompt_of(body):
+            n = len(self.claims_of(prompt_of(body)))
+            return ok("\n".join(self.label(body, i, "") for i in range(n)))
+        return super().__call__(body, index)
 
 
 def test_repeats_separate_judge_variance_from_question_variance(run_system_in):

@@ -184,6 +184,8 @@ def test_llm_end_to_end_with_a_malformed_answer(tmp_path):
     assert m["judge/requests"] == n_first == m["judge/calls"]
     assert m["judge/prompt_tokens"] > 0 and m["judge/completion_tokens"] > 0
     assert sorted(set(script.kinds)) == ["annotate", "check", "context", "extract", "questions"]
+    # the checker sees the question and RefChecker's triplet lines, as RAGChecker sends them
+    assert set(script.questions) == {"Where is Paris?", "Where is Rome?"}
     # RefChecker's prompts ask for free text: no JSON schema on extraction (structured=false)
     assert "response_format" not in first_body
     assert first_body["temperature"] == 0.0 and first_body["seed"] == 0

@@ -65,6 +65,8 @@ def judge_failure(rec: Mapping[str, Any]) -> str | None:
     trace = rec.get("trace")
     if isinstance(trace, Mapping) and trace.get("annotation_failed"):
         return "TRACe annotation failed"
+    if isinstance(trace, Mapping) and trace.get("unlabelled_response_sentence_keys"):
+        return "TRACe annotation left response sentences unlabelled"
     jf = rec.get("judge_failures")
     if jf:
         return "; ".join(map(str, jf)) if isinstance(jf, (list, tuple)) else str(jf)

@@ -82,11 +82,12 @@ def run_system(cfg: DictConfig, parent_run_id: str | None = None, server: Any = 
         with signals.Interrupts():
             tracker.log_params({**flatten(resolved), **short_params(cfg)})
             tracker.log_json(resolved, "config.json")
+            card = _judge_card(cfg, tracker)
             metrics, records = _run(cfg, top, dataset, timer, tracker, server)
         status = "FINISHED"
         return RunResult(metrics, name=run_name, run_id=tracker.run_id, experiment_id=tracker.experiment_id,
                          experiment_name=top.experiment_name, tracking_uri=top.mlflow.tracking_uri, records=records,
-                         records_uri=tracker.artifact_uri("records.json"))
+                         records_uri=tracker.artifact_uri("records.json"), judge=card)
     except KeyboardInterrupt:
         status = "KILLED"
         raise
@@ -334,6 +335,20 @@ def _repeat_judging(evaluator, records, answered, families, cache, first, metric
     evaluator.config.judge = with_seed(base_seed)
     log.info("judged every answer %d times (evaluator.repeats); <metric>/judge_sd vs <metric>/question_sd", n)
     return combine_repeats(records, runs)
+
+
+def _judge_card(cfg: DictConfig, tracker: Tracker) -> dict[str, Any] | None:
+    """The judge card (which judge, its measured agreement with people) as ``ragsweep.judge.*`` tags
+    and ``judge_card.md`` / ``judge_card.json``, logged before any work so every run carries it."""
+    from ragsweep import judge_card
+
+    if "evaluator" not in cfg or not cfg.evaluator.get("_target_"):
+        return None
+    card = judge_card.card(cfg.evaluator)
+    tracker.set_tags(judge_card.tags(card))
+    tracker.log_text(judge_card.markdown(card), "judge_card.md")
+    tracker.log_json(card, "judge_card.json")
+    return card
 
 
 def _retrieval_per_question(results, queries, k: int, chunks) -> dict[str, dict[str, float]]:

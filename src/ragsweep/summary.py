@@ -34,6 +34,7 @@ class RunResult(dict):
         self.records_uri: str | None = info.get("records_uri")
         self.records: list[dict[str, Any]] = info.get("records", [])
         self.skipped: bool = info.get("skipped", False)
+        self.judge: dict[str, Any] | None = info.get("judge")  # the judge card (ragsweep.judge_card)
 
 
 class Stages:
@@ -121,6 +122,8 @@ def format_summary(result: RunResult, metrics_shown: Sequence[str], total_s: flo
                 if math.isfinite(iv.low):
                     ci = f"[{_fmt(iv.low, scale)}, {_fmt(iv.high, scale)}]"
             lines.append(f"  {name:<{width}}  {_fmt(float(value), scale):>7}  {ci:>17}  {n:>4}")
+    if result.judge and result.judge.get("statement"):
+        lines.append(f"judge: {result.judge.get('judge_id')} — {result.judge['statement']}")
     times = [(k[len("time/"):-2], v) for k, v in m.items() if k.startswith("time/") and k.endswith("_s")]
     if times:
         lines.append("time: " + ", ".join(f"{k} {v:.1f}s" for k, v in times))

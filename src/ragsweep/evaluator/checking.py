@@ -55,11 +55,24 @@ def check_cached(
     (``reference_kinds``, the offline checker's two thresholds) gets it, and its answer labels are
     cached and memoised apart.
     """
+    from ragsweep.evaluator.claims import claim_text
+
     stats = stats if stats is not None else Counter()
     is_kinded = kinded(checker, kind)
     memo = {} if is_kinded or memo is None else memo
-    pairs = [(str(c), str(r)) for c, r in pairs]
-    result: dict[tuple[str, str], Any] = {}
+    uses_q = bool(getattr(checker, "uses_question", False))
+    # a pair is (claim, reference[, question]); a claim a string or a triplet. Its key: (claim
+    # text, reference), plus the question for a checker whose prompt shows it (the LLM checker)
+    raw: dict[tuple, tuple] = {}
+    keyed = []
+    for p in pairs:
+        c, r = p[0], str(p[1])
+        q = str(p[2]) if len(p) > 2 and p[2] is not None else None
+        k = (claim_text(c), r, q or "") if uses_q else (claim_text(c), r)
+        raw.setdefault(k, (c, r, q) if uses_q else (k[0], r))
+        keyed.append(k)
+    pairs = keyed
+    result: dict[tuple, Any] = {}
     todo = []
     for p in dict.fromkeys(pairs):
         if not p[1].strip():
@@ -72,14 +85,14 @@ def check_cached(
         if cache is not None:
             cid = checker_id(checker)
             extra = (f"kind={kind}",) if is_kinded else ()
-            keys = {p: Cache.key("entailment", cid, *extra, p[0], p[1]) for p in todo}
+            keys = {p: Cache.key("entailment", cid, *extra, *p) for p in todo}
         else:
-            keys = {p: f"{p[0]}\x00{p[1]}" for p in todo}  # distinct pairs, nothing stored
-        checked: list[tuple[str, str]] = []
+            keys = {p: "\x00".join(p) for p in todo}  # distinct pairs, nothing stored
+        checked: list[tuple] = []
 
-        def compute(missing: list[tuple[str, str]]) -> dict[tuple[str, str], Any]:
+        def compute(missing: list[tuple]) -> dict[tuple, Any]:
             checked.extend(missing)
-            return dict(zip(missing, call_checker(checker, missing, cache, kind)))
+            return dict(zip(missing, call_checker(checker, [raw[p] for p in missing], cache, kind)))
 
         got = fetch(cache, "entailment", keys, compute, keep=lambda lab: lab is not None)
         stats["cache_hits"] += len(todo) - len(checked)

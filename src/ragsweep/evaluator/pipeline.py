@@ -106,7 +106,8 @@ log = logging.getLogger(__name__)
 JUDGE_COUNTERS = (
     "requests", "calls", "failures", "parse_failures", "parse_retries", "prompt_tokens", "completion_tokens",
 )
-PIPELINE_COUNTERS = ("extractions", "checks", "cache_hits", "extraction_failures", "check_failures")
+PIPELINE_COUNTERS = ("extractions", "checks", "cache_hits", "extraction_failures", "check_failures",
+                     "trace_failures", "ragas_failures")
 RAGAS_KEYS = ("faithfulness", "answer_relevance", "context_relevance")
 
 
@@ -138,18 +139,20 @@ def _claims(recs: list[dict], extractor: Any, cache: Any, stats: Counter) -> Non
 def _matrices(recs: list[dict], checker: Any, cache: Any, stats: Counter, memo: dict) -> None:
     """The four matrices, all pairs of the batch checked together (claim vs retrieved chunk:
     kind "context"; response vs ground truth: kind "answer")."""
-    pairs: dict[str, list[tuple[str, str]]] = {"context": [], "answer": []}
+    pairs: dict[str, list[tuple[Any, str, str]]] = {"context": [], "answer": []}
+    question = ""
 
-    def add(claim_list: list[str], ref: str, kind: str = "context") -> list[int]:
+    def add(claim_list: list[Any], ref: str, kind: str = "context") -> list[int]:
         start = len(pairs[kind])
-        pairs[kind].extend((c, ref) for c in claim_list)
+        pairs[kind].extend((c, ref, question) for c in claim_list)
         return list(range(start, len(pairs[kind])))
 
     plan = []
     for rec in recs:
         chunks = _chunk_texts(rec)
-        resp = [claim_text(c) for c in rec["response_claims"]] if rec["response_claims"] is not None else None
-        gt = [claim_text(c) for c in rec["gt_answer_claims"]] if rec["gt_answer_claims"] is not None else None
+        question = str(rec.get("query") or "")  # shown by a checker whose prompt has it (RefChecker's)
+        resp = rec["response_claims"]  # strings or triplets: check_cached keys them by claim_text
+        gt = rec["gt_answer_claims"]
         slots: dict[str, Any] = {}
         if resp is not None:
             slots["retrieved2response"] = [[add([c], ch)[0] for ch in chunks] for c in resp]
@@ -176,15 +179,18 @@ def _matrices(recs: list[dict], checker: Any, cache: Any, stats: Counter, memo: 
                 rec[field] = [labels["answer"][j] for j in idx]
 
 
-def _ragas(recs: list[dict], ragas: Any, cache: Any, stats: Counter) -> list[Any]:
+def _ragas(recs: list[dict], ragas: Any, cache: Any, stats: Counter, checker: Any = None) -> list[Any]:
     examples = []
     for rec in recs:
         r2r = rec.get("retrieved2response")
         supported = [_flag(row) for row in r2r] if r2r is not None else None
-        sentences = [s for doc in tr.key_sentences(_chunk_texts(rec)) for s in doc]
+        chunks = _chunk_texts(rec)
+        sentences = [s for doc in tr.key_sentences(chunks) for s in doc]
+        claims = [claim_text(c) for c in rec["response_claims"]] if rec.get("response_claims") is not None else None
         examples.append({"question": rec.get("query"), "response": rec.get("response"),
-                         "sentences": sentences, "supported": supported})
-    return ragas.score(examples, cache=cache, stats=stats)
+                         "sentences": sentences, "supported": supported, "claims": claims, "chunks": chunks})
+    # faithfulness: each statement against all chunks joined, as RAGAS does
+    return ragas.score(examples, cache=cache, stats=stats, checker=checker)
 
 
 def _record_metrics(rec: dict, trc: Any, rg: Any) -> None:
@@ -200,6 +206,7 @@ def _record_metrics(rec: dict, trc: Any, rg: Any) -> None:
             "trace/completeness": trc["completeness_score"],
             "trace/adherence": _nan_if_none(trc["adherence_score"]),
             "trace/sentence_adherence": trc["sentence_adherence"],
+            "trace/overall_supported": _nan_if_none(trc.get("overall_supported")),
         })
     if rg is not None:
         extra = {k: v for k, v in rg.items() if k not in RAGAS_KEYS}
@@ -244,7 +251,7 @@ def evaluate_records(
     tick("entailment")
     traces = trace.annotate(recs, checker, cache, stats, memo) if trace is not None else [None] * len(recs)
     tick("trace")
-    ragas_out = _ragas(recs, ragas, cache, stats) if ragas is not None else [None] * len(recs)
+    ragas_out = _ragas(recs, ragas, cache, stats, checker) if ragas is not None else [None] * len(recs)
     tick("ragas")
     for rec, trc, rg in zip(recs, traces, ragas_out):
         _record_metrics(rec, trc, rg)

@@ -121,6 +121,7 @@ def _trace_entailment(recs: list[dict], checker: Any, cache: Any, stats: Counter
     pairs: list[tuple[str, str]] = []
     for rec in recs:
         keyed = tr.key_sentences(_chunk_texts(rec))
+        question = str(rec.get("query") or "")  # shown by a checker whose prompt has it
         resp_sents = tr.key_response(str(rec.get("response") or ""))
         plan = {"keyed": keyed, "resp_sents": resp_sents, "util": [], "rel": [],
                 "util_known": True, "rel_known": rcm.has_gt(rec), "cover": {}}
@@ -141,7 +142,6 @@ def _trace_entailment(recs: list[dict], checker: Any, cache: Any, stats: Counter
                 plan[f"{role}_known"] = False
                 continue
             for i, claim in enumerate(claims):
-                ctext = claim_text(claim)
                 for c, sents in enumerate(keyed):
                     lab = matrix[i][c]
                     if prune:
@@ -151,7 +151,7 @@ def _trace_entailment(recs: list[dict], checker: Any, cache: Any, stats: Counter
                             continue
                     for key, sent in sents:
                         plan[role].append((i, c, key, len(pairs)))
-                        pairs.append((ctext, sent))
+                        pairs.append((claim, sent, question))
         plans.append(plan)
     labels = check_cached(checker, pairs, cache, stats, memo) if pairs else []
 

@@ -58,7 +58,11 @@ def judge_text(children: Sequence[Any]) -> str:
     seen = []
     for r in children:
         tags = r.data.tags
-        text = tags.get("ragsweep.judge.summary") or tags.get("ragsweep.judge") or ""
+        text = ""
+        if tags.get("ragsweep.judge.id"):
+            model = tags.get("ragsweep.judge.model")
+            text = (f"`{tags['ragsweep.judge.id']}`" + (f" ({model})" if model else "")
+                    + f" — {tags.get('ragsweep.judge.statement') or tags.get('ragsweep.judge.agreement', '')}")
         if not text:
             ev = r.data.params.get("evaluator")
             text = f"evaluator={ev}" if ev else "unknown (no judge card on the runs)"
