@@ -8,7 +8,8 @@ judge card's source, schema: the judge card brief). Every design choice is made 
 training part of its split and the held-out part is scored once:
 
 - RAGChecker human preferences: leave-one-domain-out. For each held-out domain the claim unit
-  (sentence / clause), the aggregation (Entailment share at a threshold from a 0.05 grid, or mean
+  (sentences with a content word, or clauses = the claims of the default evaluator's configured
+  offline extractor, given the question), the aggregation (Entailment share at a threshold from a 0.05 grid, or mean
   P(entailed)) and the head (full / lexical features) are chosen by overall Pearson on the other 4
   domains. Score differences are min-max normalised within each domain (each domain may be scored
   by a different choice), then all 280 labels are pooled for Pearson x100.
@@ -364,6 +365,16 @@ def wice_suite(folder: Path, splits: dict[str, Any], checker: Any, cache: Any, f
 
 
 # -- RAGChecker human preferences -----------------------------------------------------------------
+def default_extractor_claims() -> Any:
+    """``(text, question) -> claims`` of the default evaluator's extractor as configured
+    (``conf/evaluator/extractor/offline.yaml``): the "clause claims" the shipped judge logs, so the
+    measurement follows any change to that extractor (e.g. short answers read with the question)."""
+    from ragsweep.evaluator import components
+
+    ex = components.build("extractor", components.group_spec("extractor", "offline"))
+    return lambda text, q: [c if isinstance(c, str) else " ".join(map(str, c)) for c in ex.extract(text, q)]
+
+
 def rc_suite(folder: Path, splits: dict[str, Any], checker: Any, cache: Any, fdir: Path | None,
              heads: dict[str, dict[str, Any]], new_answer: dict[str, float]) -> dict[str, Any]:
     from experiments.meta_eval import ragchecker_human as H
@@ -374,16 +385,18 @@ def rc_suite(folder: Path, splits: dict[str, Any], checker: Any, cache: Any, fdi
     ids = [inst["instance_id"] for inst in instances]
     # per unit: the pairs (claim, reference) and their slots
     per_unit: dict[str, Any] = {}
+    claims_of = {"sentence": lambda text, q: H.claims_of(text, "sentence"),
+                 "clause": default_extractor_claims()}
     for unit in ("sentence", "clause"):
         pairs, slots = [], []
         for inst in instances:
-            gt = inst["gt_answer"]
+            gt, q = inst["gt_answer"], inst.get("query")
             for m in ("model1", "model2"):
                 resp = inst[m]["response"]
-                for c in H.claims_of(resp, unit):
+                for c in claims_of[unit](resp, q):
                     pairs.append((c, gt))
                     slots.append((inst["instance_id"], m, "p"))
-                for c in H.claims_of(gt, unit):
+                for c in claims_of[unit](gt, q):
                     pairs.append((c, resp))
                     slots.append((inst["instance_id"], m, "r"))
         per_unit[unit] = (features(checker, pairs, cache, fdir), slots)
