@@ -42,7 +42,7 @@ split into keyed sentences ``0a, 0b, ...``, response sentences ``a, b, ...``:
   - ``"cover"`` (default): the sentences a claim draws its words from
     (:func:`ragsweep.evaluator.trace.lexical_cover`: a greedy cover of the claim's content words,
     each sentence adding at least 3 new ones); no check is made. On RAGBench validation this is
-    much closer to GPT-4's utilized sentences than entailment (RMSE of utilization 0.134 vs 0.222,
+    much closer to GPT-4's utilized sentences than entailment (in-sample on the dev rows the choice was made on: RMSE 0.134 vs 0.222,
     a constant 0.173; ``experiments/meta_eval/ragbench.py``): a response sentence usually combines
     several context sentences, none of which entails it alone. Claims whose words are not in the
     context are listed in ``trace.unattributed_*_claims``.
