@@ -106,3 +106,15 @@ def test_aggregate_and_per_query():
     assert retrieval_metrics(results, [Query("q", "unlabelled")], 4) == {}
     with pytest.raises(ValueError):
         recall_at_k(RANKED, SPANS, 0)
+
+
+def test_per_question_retrieval_metrics_at_k_and_at_fixed_cutoffs_up_to_the_depth():
+    from ragsweep.pipeline import _retrieval_per_question
+
+    order = [C2, C0, C1, C3, C4, E0]  # the relevant chunk C0 at rank 2
+    results = {"q1": [Hit(c, 1.0 - r / 10, r + 1) for r, c in enumerate(order)]}
+    queries = [Query("q1", "what", relevant=(Span("d", 0, 5),))]
+    per = _retrieval_per_question(results, queries, 6, CHUNKS)["q1"]
+    assert set(per) == {f"retrieval/{m}_at_{c}" for m in ("recall", "precision", "mrr", "ndcg", "hit") for c in ("k", "1", "5")}
+    assert per["retrieval/hit_at_1"] == 0.0 and per["retrieval/hit_at_5"] == 1.0 and per["retrieval/mrr_at_k"] == 0.5
+    assert per["retrieval/precision_at_5"] == pytest.approx(1 / 5) and per["retrieval/precision_at_k"] == pytest.approx(1 / 6)

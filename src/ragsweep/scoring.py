@@ -35,10 +35,12 @@ class RunScores:
     ledger: dict[str, dict[str, int]] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
     failures: list[dict[str, Any]] = field(default_factory=list)
+    undefined: dict[str, dict[str, list[str]]] = field(default_factory=dict)
 
     def artifact(self) -> dict[str, Any]:
-        """The ``ledger.json`` artifact: run counts, per-metric ledger, failed questions with reasons."""
-        return {"counts": self.counts, "metrics": self.ledger, "failures": self.failures,
+        """The ``ledger.json`` artifact: run counts, per-metric ledger, failed questions with reasons,
+        and per metric the questions it is undefined for, grouped by why."""
+        return {"counts": self.counts, "metrics": self.ledger, "failures": self.failures, "undefined": self.undefined,
                 "interval": f"{int(stats.CONFIDENCE * 100)}% {stats.METHOD} over questions, B={stats.RESAMPLES}, seed={stats.SEED}"}
 
 
@@ -77,6 +79,15 @@ def score_run(records: Sequence[dict[str, Any]], families: Iterable[str]) -> Run
             f"{name}/failed": float(led["failed_generation"] + led["failed_judge"]),
             f"{name}/undefined": float(led["undefined"]),
         })
+    for name, vals in values.items():
+        why: dict[str, list[str]] = {}
+        metric = registry.get(name)
+        for i, (r, v) in enumerate(zip(records, vals)):
+            if finite(v) or ledger_mod.generation_failure(r) or (metric.family not in ledger_mod.ANSWER_FREE and ledger_mod.judge_failure(r)):
+                continue
+            why.setdefault(undefined_reason(metric, r), []).append(str(r.get("query_id", i)))
+        if why:
+            out.undefined[name] = why
     out.counts = ledger_mod.counts(records)
     out.metrics.update({f"ledger/{k}": float(v) for k, v in out.counts.items()})
     out.failures = ledger_mod.failures(records)
@@ -113,6 +124,20 @@ def combine_repeats(records: Sequence[dict[str, Any]], repeats: Sequence[RunScor
         })
     out.metrics["judge/repeats"] = float(len(repeats))
     return out
+
+
+def undefined_reason(metric: registry.Metric, rec: dict[str, Any]) -> str:
+    """Why ``metric`` has no value for a question that did not fail."""
+    if metric.family == "retrieval":
+        return "no relevance labels" if not rec.get("relevant_spans") else "beyond the retrieval depth"
+    gt = rec.get("gt_answer")
+    if metric.needs_gt and not (isinstance(gt, str) and gt.strip()):
+        return "no ground-truth answer"
+    if not str(rec.get("response") or "").strip():
+        return "empty response"
+    if not rec.get("retrieved_context"):
+        return "no retrieved context"
+    return "undefined by the metric's definition for this question (e.g. no claim to take a share of)"
 
 
 def is_summary_key(name: str) -> bool:
