@@ -131,8 +131,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--out", help="output folder (default: reports/NAME/)")
     ap.add_argument("--tracking-uri", help=f"MLflow tracking URI (default: $MLFLOW_TRACKING_URI or {tracking.DEFAULT_TRACKING_URI})")
     ap.add_argument("--no-log", action="store_true", help="do not log the report to the parent run")
+    # --compare: one HTML page, question by question (ragsweep.report.compare_page)
+    ap.add_argument("--compare", nargs=2, metavar=("RUN_A", "RUN_B"), help="compare two runs question by question (HTML page)")
+    ap.add_argument("--metric", help="with --compare: the metric questions are sorted by (default ragchecker/overall/f1)")
     args = ap.parse_args(argv)
-    if not args.experiment and not args.run:
+    if not args.experiment and not args.run and not args.compare:
         ap.error("give --experiment NAME (or --run PARENT_RUN_ID)")
     return args
 
@@ -140,6 +143,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    if args.compare:
+        from ragsweep.report.compare_page import main_compare
+
+        return main_compare(args)
     try:
         rep = build_report(args.tracking_uri, args.experiment, args.run, args.out, log_to_parent=not args.no_log)
     except (ReportError, TrackingError) as exc:
