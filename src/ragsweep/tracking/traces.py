@@ -252,7 +252,7 @@ def _tracing_client(tracker: Any):
 
 
 def send_traces(tracker: Any, records: Sequence[dict[str, Any]], *, judge: str, run_id: str | None,
-                skip_logged: bool = False) -> dict[str, Any]:
+                skip_logged: bool = False, spool: bool = True) -> dict[str, Any]:
     """Send one trace per record now, linked to ``run_id``, with its spans and assessments (see
     the module doc); ``skip_logged``: not for questions the run already has a trace of (a
     replayed spool). Never raises: returns ``{"traces", "assessments", "spans", "errors", "spooled",
@@ -317,7 +317,7 @@ def send_traces(tracker: Any, records: Sequence[dict[str, Any]], *, judge: str, 
     except Exception as exc:  # noqa: BLE001 - never fail a run for its traces
         first_error = first_error or f"{type(exc).__name__}: {exc}"
         out["errors"] += 1
-    if failed and hasattr(tracker, "spool_traces"):
+    if failed and spool and hasattr(tracker, "spool_traces"):
         try:
             tracker.spool_traces(run_id, failed, judge)
             out["spooled"] = len(failed)
@@ -333,9 +333,15 @@ def send_traces(tracker: Any, records: Sequence[dict[str, Any]], *, judge: str, 
 
 def logged_query_ids(tc: Any, experiment_id: str, run_id: str) -> set[str]:
     """Query ids of the traces run ``run_id`` already has."""
-    infos = tc.search_traces(locations=[experiment_id], filter_string=f"metadata.`mlflow.sourceRun` = '{run_id}'",
-                             max_results=10000, include_spans=False)
-    return {str(i.info.trace_metadata.get("ragsweep.query_id")) for i in infos}
+    have: set[str] = set()
+    token = None
+    while True:
+        page = tc.search_traces(locations=[experiment_id], filter_string=f"metadata.`mlflow.sourceRun` = '{run_id}'",
+                                max_results=500, include_spans=False, page_token=token)
+        have.update(str(t.info.trace_metadata.get("ragsweep.query_id")) for t in page)
+        token = getattr(page, "token", None)
+        if not token:
+            return have
 
 
 def log_traces(tracker: Any, records: Sequence[dict[str, Any]], *, judge: str, run_id: str | None) -> dict[str, Any]:

@@ -330,11 +330,12 @@ class Tracker:
             prev = self.experiment_id
             self.experiment_id = op["experiment_id"]
             try:
-                res = send_traces(self, records, judge=op.get("judge") or "", run_id=run_id, skip_logged=True)
+                # the op stays until every trace is in: a resend skips those already sent
+                res = send_traces(self, records, judge=op.get("judge") or "", run_id=run_id, skip_logged=True, spool=False)
             finally:
                 self.experiment_id = prev
-            if res["errors"] and res["spooled"] == 0:
-                raise TrackingUnavailable(f"{res['errors']} trace(s) not sent")
+            if res["errors"]:
+                raise TrackingUnavailable(f"{res['errors']} of {len(records)} trace(s) of run {run_id} not sent")
         elif kind == "terminate":
             self._call("replay status", c.set_terminated, run_id, status=op["status"], end_time=op.get("end_time"))
         else:
@@ -378,7 +379,7 @@ class Tracker:
                 self.client.restore_experiment(exp.experiment_id)
             return exp.experiment_id
         loc = artifact_location
-        if "://" not in loc:
+        if not re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:", loc):  # a path, not a URI (mlflow-artifacts:/x, s3://...)
             loc = (Path(loc).resolve() / re.sub(r"[^0-9A-Za-z_.-]", "_", name)).as_uri()
         try:
             return self.client.create_experiment(name, artifact_location=loc)
