@@ -366,7 +366,8 @@ class Tracker:
         self.spool.root.mkdir(parents=True, exist_ok=True)
         with open(self.spool.root / "sender.log", "ab") as err:
             self._sender = subprocess.Popen(
-                [sys.executable, "-m", "ragsweep.tracking.tracker", "replay", self.tracking_uri, str(self.spool.root)],
+                [sys.executable, "-c", "import sys; from ragsweep.tracking.tracker import main; sys.exit(main())", "replay",
+                 self.tracking_uri, str(self.spool.root)],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env, start_new_session=True,
             )
         return self._sender.pid
