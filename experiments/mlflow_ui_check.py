@@ -295,6 +295,14 @@ def browse(base: str, prep: Prepared, out_dir: Path, chromium: str = CHROMIUM, t
             log(f"filter {prep.filter_metric} != 0: {prep.n_nonzero} of {prep.n_traces} questions")
 
             # 3. the evaluation table of both runs side by side
+            # (MLflow shows children collapsed under their parent and compares only shown runs:
+            # expand the parent on the runs table first)
+            page.goto(f"{base}/#/experiments/{eid}/runs")
+            expander = page.locator(f'.ag-row[row-id="{prep.parent_id}"] button[data-component-id*="runnamecellrenderer" i]')
+            _wait(lambda: expander.count() > 0, timeout, "the expander of the sweep's parent run")
+            expander.first.click()
+            _wait(lambda: all(page.locator(f'.ag-row[row-id="{rid}"]').count() for rid, _ in prep.runs), timeout,
+                  "the child runs under the parent")
             page.goto(f"{base}/#/experiments/{eid}/runs?compareRunsMode=ARTIFACT")
             _wait(lambda: "eval_table.json" in page.inner_text("body")
                   and all(name in page.inner_text("body") for _, name in prep.runs), timeout, "the evaluation table of both runs")
@@ -325,6 +333,7 @@ def browse(base: str, prep: Prepared, out_dir: Path, chromium: str = CHROMIUM, t
 def check(uri: str, experiment: str, out_dir: Path, chromium: str = CHROMIUM, port: int = 0, timeout: float = 120,
           log=print) -> list[Path]:
     """Prepare the sweep, serve it, check it in the browser, log the screenshots to the parent."""
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     prep = prepare(uri, experiment)
     for n in prep.notes:
         log(n)
