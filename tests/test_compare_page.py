@@ -83,6 +83,7 @@ def test_hallucination_is_ragchecker_definition():
     assert [c["vs_response"] for c in view["gt_answer_claims"]] == r["response2answer"]
 
 
+@pytest.mark.slow  # a fresh sqlite MLflow store: 10-40 s on 2 busy cores
 def test_compare_cli_writes_and_logs_page(store, tmp_path, capsys):
     uri, cl, parent, (a, b) = store
     out = tmp_path / "out"
@@ -113,6 +114,7 @@ def test_compare_cli_writes_and_logs_page(store, tmp_path, capsys):
     assert "failed (judge): judge timed out" in page
 
 
+@pytest.mark.slow  # a fresh sqlite MLflow store: 10-40 s on 2 busy cores
 def test_compare_pages_for_sweep_one_per_child(store, tmp_path):
     from ragsweep import tracking
 
@@ -124,6 +126,7 @@ def test_compare_pages_for_sweep_one_per_child(store, tmp_path):
     assert len(cl.list_artifacts(parent, "compare")) == 1
 
 
+@pytest.mark.slow  # a fresh sqlite MLflow store: 10-40 s on 2 busy cores
 def test_compare_errors_are_one_line(store, tmp_path, capsys):
     uri, cl, parent, (a, b) = store
     assert main(["--compare", a, "nope", "--tracking-uri", uri, "--no-log", "--out", str(tmp_path)]) == 1

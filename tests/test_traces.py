@@ -44,6 +44,7 @@ def _traces(tr, run_id):
     return mlflow.search_traces(locations=[tr.experiment_id], run_id=run_id, return_type="list")
 
 
+@pytest.mark.slow  # a fresh sqlite MLflow store: 10-40 s on 2 busy cores
 def test_one_trace_per_question_with_spans_and_assessments(tracker, monkeypatch):
     monkeypatch.setenv(tt.MODE_ENV, "sync")
     recs = _records()
@@ -73,6 +74,7 @@ def test_one_trace_per_question_with_spans_and_assessments(tracker, monkeypatch)
     assert [(a.name, a.value) for a in bad.info.assessments] == [("failure", "generation: HTTP 500")]
 
 
+@pytest.mark.slow  # a fresh sqlite MLflow store: 10-40 s on 2 busy cores
 def test_traces_filter_by_metric(tracker, monkeypatch):
     import mlflow
 
@@ -85,6 +87,7 @@ def test_traces_filter_by_metric(tracker, monkeypatch):
     assert len(hits) == 1 and hits[0].info.assessments[0].source.source_type == "CODE"
 
 
+@pytest.mark.slow  # a fresh sqlite MLflow store: 10-40 s on 2 busy cores
 def test_background_sender_logs_traces_and_table(tracker, monkeypatch):
     monkeypatch.setenv(tt.MODE_ENV, "background")
     recs = _records()
@@ -104,6 +107,7 @@ def test_background_sender_logs_traces_and_table(tracker, monkeypatch):
     assert list(table["failure"])[-1] == "generation: HTTP 500"
 
 
+@pytest.mark.slow  # a fresh sqlite MLflow store: 10-40 s on 2 busy cores
 def test_never_fails_a_run(tracker, monkeypatch, caplog):
     monkeypatch.setenv(tt.MODE_ENV, "sync")
 
