@@ -1,46 +1,31 @@
-"""Check a sweep in the MLflow UI: the parent run with its children, through the REST API and in a
-headless Chromium screenshot.
+"""Check, in a real browser, that a ragsweep sweep can be compared question by question in the
+MLflow UI (traces with assessments, a metric filter, the evaluation table, the compare page).
 
-    python experiments/mlflow_ui_check.py --tracking-uri sqlite:///mlruns/mlflow.db --experiment ragchecker_topk
-    python experiments/mlflow_ui_check.py ... --out reports/ui/ --expect-children 3 --port 0 --no-browser
+    python experiments/mlflow_ui_check.py --make-sweep /tmp/ui        # a small 2-system sweep, then the check
+    python experiments/mlflow_ui_check.py --tracking-uri sqlite:///mlruns/mlflow.db --experiment NAME
 
-1. Starts ``mlflow server`` over the store on 127.0.0.1 (a free port with ``--port 0``), in its own
-   process group, and waits for ``GET /health``; the server is always stopped at the end
-   (SIGTERM to the group, then SIGKILL).
-2. Through the server's REST API, with ``ragsweep.tracking`` (which reads runs for ``ragsweep-report``
-   too, with the same notion of one system), finds the latest parent run
-   of the experiment (tag ``ragsweep.role=parent``) and its children (tag ``mlflow.parentRunId``),
-   checks that there are exactly ``--expect-children`` FINISHED children (one per system: a child
-   re-run by a resumed sweep counts once, the latest, as in ``ragsweep-report``) and that every one
-   of them has the ``--metrics`` (RAGChecker and TRACe by default); prints a table.
-3. Headless Chromium (Debian's ``chromium``) opens the experiment's runs page
-   (``#/experiments/<id>/runs``) with the parent expanded and the checked metrics as columns,
-   checks in the page that the parent's and every child's rows are there, and saves ``runs.png``;
-   then the chart view of the same runs (``?compareRunsMode=CHART``, one bar chart per checked
-   metric) as ``charts.png``. Each PNG is checked to be a real page (size, colour variety), and
-   the paths are printed.
+1. ``--make-sweep DIR``: runs ``ragsweep -m retriever=bm25,tfidf dataset.limit=3 evaluator=offline``
+   into a store in DIR (traces sent synchronously). Otherwise the latest sweep of ``--experiment``.
+2. Children without traces (logged before traces existed) get them from their ``records.json``;
+   the sweep's compare page (first child vs each other) is written and logged to the parent.
+3. ``mlflow server`` over the store on 127.0.0.1 (free port; stopped at the end), and headless
+   Chromium through Playwright (``executable_path=/usr/bin/chromium``: no browser download):
+   - ``traces.png``: the Traces view lists every question, with the assessments as columns;
+   - ``traces_filtered.png``: the view's Filters (Feedback <metric> != 0.0) narrow the list to the
+     questions with a non-zero value, exactly;
+   - ``eval_table.png``: the runs' Evaluation (artifact) view shows ``eval_table.json`` for both runs;
+   - ``compare_page.png``: the compare page in the run's artifact viewer, claims coloured by label.
+4. The screenshots are saved to ``--out`` and logged to the parent run under ``ui_check/``.
 
-MLflow 3 shows child runs collapsed under their parent and keeps the expanded rows, the columns
-and the chart filter in the browser's local storage, so a plain ``chromium --screenshot`` cannot
-show them. The browser is therefore driven over the DevTools protocol on a pipe
-(``--remote-debugging-pipe``: no port is opened), with the usual headless flags and a fresh
-``--user-data-dir``: it seeds that state (falling back to clicking the parent's expander), waits
-for the rows and metrics to be in the page instead of a fixed ``--virtual-time-budget``, and
-captures the PNGs. The store is only read.
-
-Exit status 0 when everything checks out, else 1 with a one-line ``mlflow-ui-check: FAILED: ...``.
+Exit status 0 when everything checks out, else 1 with ``mlflow-ui-check: FAILED: <reason>``.
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
 import contextlib
-import fcntl
-import json
+import math
 import os
-import re
-import select
 import shutil
 import signal
 import socket
@@ -55,16 +40,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-DEFAULT_METRICS = ("ragchecker/overall/f1", "ragchecker/retriever/claim_recall", "trace/relevance")
-TABLE_METRICS = DEFAULT_METRICS + ("retrieval/recall_at_k",)
-TABLE_PARAMS = ("top_k", "retriever")
-CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome")
-CHROMIUM_FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--disable-dev-shm-usage", "--hide-scrollbars", "--mute-audio", "--no-default-browser-check",
-    "--remote-debugging-pipe",
-)
+CHROMIUM = "/usr/bin/chromium"
+EXPERIMENT = "ui_check"
+SYSTEMS = ("bm25", "tfidf")
+ZERO = "0.0"  # how MLflow stores a float feedback of 0 (the UI filter compares strings)
 
 
 class CheckError(RuntimeError):
@@ -170,430 +149,224 @@ def mlflow_server(tracking_uri: str, port: int = 0, timeout: float = 180.0,
         shutil.rmtree(work, ignore_errors=True)
 
 
-# -- the REST check ------------------------------------------------------------------------------
+
+
+# -- the sweep -------------------------------------------------------------------------------------
+def run_sweep(root: Path, limit: int = 3, systems: tuple[str, ...] = SYSTEMS, experiment: str = EXPERIMENT,
+              timeout: float = 1500) -> str:
+    """A finished ``len(systems)``-system sweep (offline evaluator) in a store under ``root``."""
+    root.mkdir(parents=True, exist_ok=True)
+    uri = f"sqlite:///{root.resolve() / 'mlflow.db'}"
+    env = dict(os.environ, RAGSWEEP_MLFLOW_TRACES="sync", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    env.pop("MLFLOW_TRACKING_URI", None)
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
+    cmd = [sys.executable, "-m", "ragsweep.cli", "-q", "-m", f"retriever={','.join(systems)}", f"dataset.limit={limit}",
+           "evaluator=offline", f"experiment_name={experiment}", f"mlflow.tracking_uri={uri}",
+           f"mlflow.artifact_location={root.resolve() / 'art'}", f"cache_dir={root.resolve() / 'cache'}"]
+    proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise CheckError(f"the sweep failed (exit {proc.returncode}): {(proc.stderr or proc.stdout).strip()[-800:]}")
+    return uri
+
+
 @dataclass
-class Run:
-    run_id: str
-    run_name: str
-    status: str
-    start_time: int
-    end_time: int
-    metrics: dict[str, float]
-    params: dict[str, str]
-    tags: dict[str, str]
-
-    @classmethod
-    def from_mlflow(cls, r: Any) -> "Run":
-        return cls(
-            run_id=r.info.run_id, run_name=r.info.run_name or "", status=r.info.status,
-            start_time=int(r.info.start_time or 0), end_time=int(r.info.end_time or 0),
-            metrics=dict(r.data.metrics), params=dict(r.data.params), tags=dict(r.data.tags),
-        )
-
-
-@dataclass
-class SweepCheck:
-    base_url: str
-    experiment: str
+class Prepared:
     experiment_id: str
-    parent: Run
-    children: list[Run]                      # the FINISHED children checked (latest per system)
-    others: list[Run] = field(default_factory=list)  # children in other states or superseded
-    metrics: tuple[str, ...] = DEFAULT_METRICS
-
-    def table(self) -> str:
-        params = [p for p in TABLE_PARAMS if any(p in c.params for c in self.children)]
-        metrics = list(dict.fromkeys(list(self.metrics) + [m for m in TABLE_METRICS if any(m in c.metrics for c in self.children)]))
-        head = ["role", "run name", "status"] + params + metrics
-        rows = [["parent", self.parent.run_name, self.parent.status] + [""] * (len(params) + len(metrics))]
-        for c in self.children:
-            rows.append(["child", c.run_name, c.status] + [c.params.get(p, "") for p in params]
-                        + ["-" if c.metrics.get(m) is None else f"{c.metrics[m]:.4f}" for m in metrics])
-        for c in self.others:
-            rows.append(["(other)", c.run_name, c.status] + [c.params.get(p, "") for p in params] + [""] * len(metrics))
-        widths = [max(len(str(r[i])) for r in [head] + rows) for i in range(len(head))]
-        fmt = lambda r: "  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip()  # noqa: E731
-        return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows])
+    parent_id: str
+    runs: list[tuple[str, str]]  # (run id, run name) of the children
+    questions: list[str]  # the query texts, every child's
+    filter_metric: str  # a metric some questions have at 0 and some not
+    n_traces: int
+    n_nonzero: int  # traces whose filter_metric is not 0
+    compare_artifact: str  # compare/<page>.html of the parent
+    notes: list[str] = field(default_factory=list)
 
 
-def rest_check(base_url: str, experiment: str, expect_children: int = 3,
-               metrics: tuple[str, ...] | list[str] = DEFAULT_METRICS) -> SweepCheck:
-    """Find the latest parent run of ``experiment`` and its children through the REST API and
-    check them; raise :class:`CheckError` with the reason when a check fails."""
+def _filter_metric(records: list[dict[str, Any]]) -> tuple[str, int]:
+    """A metric that is 0 for some questions and not for others (hallucination first)."""
+    names = sorted({k for r in records for k in (r.get("metrics") or {})}, key=lambda k: ("hallucination" not in k, k))
+    for name in names:
+        vals = [r["metrics"][name] for r in records if isinstance((r.get("metrics") or {}).get(name), (int, float))
+                and math.isfinite(r["metrics"][name])]
+        nonzero = sum(1 for v in vals if v != 0)
+        if 0 < nonzero < len(vals):
+            return name, nonzero
+    raise CheckError("no per-question metric is 0 for some questions and not for others: nothing to filter on")
+
+
+def prepare(uri: str, experiment: str) -> Prepared:
+    """Read the sweep, give children without traces theirs, write the compare page(s)."""
     from ragsweep import tracking
+    from ragsweep.report.compare_page import compare_pages_for_sweep
+    from ragsweep.tracking.traces import log_eval_table, logged_query_ids, send_traces, _tracing_client
 
-    metrics = tuple(metrics)
-    try:  # the runs are found and read as ragsweep-report reads them, through the server's REST API
-        runs = tracking.load_sweep_runs(tracking.client(base_url), experiment, None, require_finished=False)
-    except tracking.TrackingError as exc:
-        raise CheckError(str(exc)) from None
-    except Exception as exc:  # noqa: BLE001 - an MlflowException from the server: its message
-        raise CheckError(f"REST: {str(exc).splitlines()[0]}") from None
-    eid = runs.experiment_id
-    parent = Run.from_mlflow(runs.parent)
-    kept = [Run.from_mlflow(r) for r in runs.children]
-    others = [Run.from_mlflow(r) for r in runs.others]
-    found = kept + others
-    check = SweepCheck(base_url, experiment, eid, parent, kept, others, metrics)
-    if len(kept) != expect_children:
-        states = ", ".join(f"{r.run_name or r.run_id}={r.status}" for r in found) or "none"
-        raise CheckError(f"parent run {parent.run_name or parent.run_id} ({parent.run_id}) has {len(kept)} FINISHED "
-                         f"child run(s), expected {expect_children} (children: {states})")
-    missing = [f"{r.run_name or r.run_id}: {m}" for r in kept for m in metrics
-               if m not in r.metrics or r.metrics[m] is None]
-    if missing:
-        raise CheckError(f"child runs lack metrics: {'; '.join(missing)}")
-    return check
-
-
-# -- the browser ---------------------------------------------------------------------------------
-def find_chromium(explicit: str | None = None) -> str | None:
-    for cand in ([explicit] if explicit else CHROMIUM_CANDIDATES):
-        path = cand if os.path.isabs(cand) else shutil.which(cand)
-        if path and os.access(path, os.X_OK):
-            return path
-    return None
-
-
-class Browser:
-    """Headless Chromium driven over the DevTools protocol on a pipe (fd 3: commands in, fd 4:
-    replies out, each message JSON ended by NUL). No debugging port is opened."""
-
-    def __init__(self, chromium: str, width: int = 1600, height: int = 1000, log_path: Path | None = None):
-        self.width, self.height = width, height
-        self.profile = tempfile.mkdtemp(prefix="mlflow-ui-check-chromium-")
-        self.log_path = log_path or Path(self.profile) / "chromium.log"
-        cmd_r, self._cmd_w = os.pipe()
-        self._res_r, res_w = os.pipe()
-
-        def child_fds() -> None:  # in the child before exec: the pipe ends become fds 3 and 4
-            a, b = fcntl.fcntl(cmd_r, fcntl.F_DUPFD, 10), fcntl.fcntl(res_w, fcntl.F_DUPFD, 10)
-            os.dup2(a, 3)
-            os.dup2(b, 4)
-            os.close(a)
-            os.close(b)
-
-        args = [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={self.profile}",
-                f"--window-size={width},{height}", "about:blank"]
-        try:
-            with open(self.log_path, "wb") as log:
-                # close_fds=False: subprocess would close fds 3 and 4 after child_fds; Python's
-                # own descriptors are not inheritable, so nothing else leaks into the browser.
-                self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                             close_fds=False, preexec_fn=child_fds, start_new_session=True)
-        except OSError as exc:
-            os.close(self._cmd_w)
-            os.close(self._res_r)
-            shutil.rmtree(self.profile, ignore_errors=True)
-            raise CheckError(f"cannot start {chromium}: {exc}") from None
-        finally:
-            with contextlib.suppress(OSError):
-                os.close(cmd_r)
-            with contextlib.suppress(OSError):
-                os.close(res_w)
-        self._buf = b""
-        self._next_id = 0
-        self.session: str | None = None
-
-    # protocol
-    def send(self, method: str, params: dict | None = None, timeout: float = 30.0, session: bool = True) -> dict:
-        self._next_id += 1
-        msg: dict[str, Any] = {"id": self._next_id, "method": method, "params": params or {}}
-        if session and self.session:
-            msg["sessionId"] = self.session
-        try:
-            os.write(self._cmd_w, json.dumps(msg).encode() + b"\0")
-        except OSError as exc:
-            raise CheckError(f"chromium: cannot send {method}: {exc}; {_tail(self.log_path)}") from None
-        deadline = time.monotonic() + timeout
-        while True:
-            while b"\0" in self._buf:
-                raw, self._buf = self._buf.split(b"\0", 1)
-                reply = json.loads(raw)
-                if reply.get("id") == self._next_id:
-                    if "error" in reply:
-                        raise CheckError(f"chromium: {method}: {reply['error'].get('message')}")
-                    return reply.get("result", {})
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise CheckError(f"chromium: no reply to {method} within {timeout:.0f} s")
-            ready, _, _ = select.select([self._res_r], [], [], min(left, 1.0))
-            if ready:
-                chunk = os.read(self._res_r, 1 << 20)
-                if not chunk:
-                    raise CheckError(f"chromium exited (status {self.proc.poll()}): {_tail(self.log_path)}")
-                self._buf += chunk
-
-    def open_page(self) -> None:
-        targets = self.send("Target.getTargets", session=False)["targetInfos"]
-        pages = [t for t in targets if t.get("type") == "page"]
-        target = pages[0]["targetId"] if pages else self.send("Target.createTarget", {"url": "about:blank"}, session=False)["targetId"]
-        self.session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True}, session=False)["sessionId"]
-        self.send("Page.enable")
-        self.send("Runtime.enable")
-        self.send("Emulation.setDeviceMetricsOverride",
-                  {"width": self.width, "height": self.height, "deviceScaleFactor": 1, "mobile": False})
-
-    def navigate(self, url: str) -> None:
-        res = self.send("Page.navigate", {"url": url})
-        if res.get("errorText"):
-            raise CheckError(f"chromium: cannot open {url}: {res['errorText']}")
-
-    def eval(self, expression: str, timeout: float = 30.0) -> Any:
-        res = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True,
-                                             "awaitPromise": True}, timeout=timeout)
-        if "exceptionDetails" in res:
-            raise CheckError(f"chromium: script failed: {res['exceptionDetails'].get('text')}")
-        return res.get("result", {}).get("value")
-
-    def wait_for(self, expression: str, what: str, timeout: float = 60.0) -> Any:
-        deadline = time.monotonic() + timeout
-        while True:
-            value = self.eval(expression)
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise CheckError(f"MLflow UI: {what} not shown within {timeout:.0f} s")
-            time.sleep(0.5)
-
-    def resize(self, height: int) -> None:
-        self.send("Emulation.setDeviceMetricsOverride", {"width": self.width, "height": height,
-                                                         "deviceScaleFactor": 1, "mobile": False})
-
-    def fit_content(self, max_height: int = 6000) -> int:
-        """Grow the viewport by what the page's main scrolling pane hides (the MLflow UI scrolls
-        inside panes, not the document, and renders charts only once they are in view)."""
-        extra = self.eval("Math.max(0, ...[...document.querySelectorAll('*')].filter(e => "
-                          "/auto|scroll/.test(getComputedStyle(e).overflowY) && e.clientHeight >= innerHeight / 2)"
-                          ".map(e => e.scrollHeight - e.clientHeight))") or 0
-        current = self.eval("innerHeight") or self.height
-        height = min(max_height, int(current + extra))
-        if extra > 8 and height > current:
-            self.resize(height)
-        return height
-
-    def screenshot(self, path: Path, full: bool = False) -> Path:
-        """Save a PNG of the viewport; ``full``: of the whole main pane (and reset the size after)."""
-        if full:
-            self.fit_content()
-            time.sleep(0.5)
-        try:
-            data = self.send("Page.captureScreenshot", {"format": "png"}, timeout=60)["data"]
-        finally:
-            if full:
-                self.resize(self.height)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(base64.b64decode(data))
-        return path
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.send("Browser.close", session=False, timeout=5)
-        _stop_group(self.proc, grace=5)
-        for fd in (self._cmd_w, self._res_r):
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        shutil.rmtree(self.profile, ignore_errors=True)
+    cl = tracking.client(uri)
+    runs = tracking.load_sweep_runs(cl, experiment, None)
+    if len(runs.children) < 2:
+        raise CheckError(f"sweep {runs.parent_id} has {len(runs.children)} finished child run(s); 2 needed")
+    tracker = tracking.Tracker(uri, "unused", experiment)
+    notes, all_recs, kids = [], [], []
+    for r in runs.children:
+        rid = r.info.run_id
+        found, data = tracking.read_json_artifact(cl, rid, "records.json")
+        if not found:
+            raise CheckError(f"run {rid} has no records.json")
+        recs = data["results"]
+        all_recs += recs
+        kids.append((rid, r.info.run_name or rid))
+        tracker.run_id = rid
+        if not logged_query_ids(_tracing_client(tracker), runs.experiment_id, rid):
+            send_traces(tracker, recs, judge="offline", run_id=rid)
+            notes.append(f"traces added to {r.info.run_name}")
+        if "eval_table.json" not in {a.path for a in cl.list_artifacts(rid)}:
+            os.environ["RAGSWEEP_MLFLOW_TRACES"] = "sync"
+            log_eval_table(tracker, recs)
+    metric, nonzero = _filter_metric(all_recs)
+    with tempfile.TemporaryDirectory() as tmp:
+        pages = compare_pages_for_sweep(cl, runs, tmp)
+        if not pages:
+            raise CheckError("no compare page could be made")
+        name = pages[0][1].name
+    return Prepared(runs.experiment_id, runs.parent_id, kids, [str(r.get("query", "")) for r in all_recs], metric,
+                    len(all_recs), nonzero, f"compare/{name}", notes)
 
 
-def _js(value: Any) -> str:
-    return json.dumps(value)
+# -- the browser -----------------------------------------------------------------------------------
+def _wait(cond, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise CheckError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.5)
 
 
-# JS: every one of NAMES is in the text of the page
-_JS_ALL_SHOWN = "(() => {{ const t = document.body ? document.body.innerText : ''; return {names}.every(n => t.includes(n)); }})()"
-# JS: the runs table has a row for every one of IDS (ag-grid's row-id is the run id)
-_JS_ROWS_SHOWN = "{ids}.every(id => document.querySelector(`.ag-row[row-id=\"${{id}}\"]`))"
-# JS: click the expander (the +/- button of the Run Name cell) of the parent's row
-_JS_EXPAND = """(() => {{
-  for (const row of document.querySelectorAll(`.ag-row[row-id="${{{pid}}}"]`)) {{
-    const btn = row.querySelector('button[data-component-id*="runnamecellrenderer" i], [col-id*="Run Name"] button');
-    if (btn) {{ btn.click(); return true; }}
-  }}
-  return false;
-}})()"""
-# JS: type TEXT into the chart view's search box (a React input: set the value, fire 'input')
-_JS_TYPE_CHARTS_FILTER = """(() => {{
-  const box = document.querySelector('input[placeholder*="Search metric charts" i], input[role="searchbox"]');
-  if (!box) return false;
-  Object.getOwnPropertyDescriptor(HTMLInputElement.prototype, 'value').set.call(box, {text});
-  box.dispatchEvent(new Event('input', {{bubbles: true}}));
-  return true;
-}})()"""
-# JS: the chart view's search box holds TEXT (null: no box found)
-_JS_CHARTS_FILTER_IS = """(() => {{
-  const box = document.querySelector('input[placeholder*="Search metric charts" i], input[role="searchbox"]');
-  return box ? box.value === {text} : null;
-}})()"""
-# JS: close the MLflow Assistant side panel, which covers a third of the page
-_JS_CLOSE_ASSISTANT = """(() => {{
-  for (const b of document.querySelectorAll('button[aria-label="Close"]')) {{
-    for (let p = b.parentElement; p && p !== document.body; p = p.parentElement) {{
-      if (p.querySelector('.ag-root')) break;
-      if ((p.innerText || '').includes('Assistant')) {{ b.click(); return true; }}
-    }}
-  }}
-  return false;
-}})()"""
+def _dismiss(page) -> None:
+    """Close MLflow's first-visit popovers (they take the clicks)."""
+    got = page.locator("[data-component-id='mlflow.detect_issues.guidance.got_it']")
+    with contextlib.suppress(Exception):
+        if got.count():
+            got.first.click(timeout=3000)
 
 
-def check_png(path: Path, min_width: int = 800, min_height: int = 500) -> str:
-    """The PNG is a real page: big enough, and not one flat colour (a blank or error page)."""
-    from PIL import Image
+def browse(base: str, prep: Prepared, out_dir: Path, chromium: str = CHROMIUM, timeout: float = 120,
+           log=print) -> list[Path]:
+    """Open the four views in headless Chromium, check them, save one PNG each."""
+    from playwright.sync_api import sync_playwright
 
-    if not path.is_file() or path.stat().st_size < 10_000:
-        raise CheckError(f"screenshot {path} missing or too small ({path.stat().st_size if path.exists() else 0} bytes)")
-    with Image.open(path) as im:
-        im = im.convert("RGB")
-        w, h = im.size
-        if w < min_width or h < min_height:
-            raise CheckError(f"screenshot {path} is {w}x{h}, expected at least {min_width}x{min_height}")
-        colors = im.getcolors(maxcolors=1 << 20) or []
-    n_colors = len(colors)
-    top = max((c for c, _ in colors), default=w * h)
-    busy = 1.0 - top / float(w * h)
-    if n_colors < 32 or busy < 0.02:
-        raise CheckError(f"screenshot {path} looks blank ({n_colors} colours, {busy:.1%} non-background pixels)")
-    return f"{w}x{h}, {path.stat().st_size} bytes, {n_colors} colours, {busy:.0%} non-background"
-
-
-def _charts_filter(metrics) -> str:
-    """The chart view's search box takes a regular expression: one alternative per metric."""
-    return "|".join(re.sub(r"[.*+?^${}()|\[\]\\]", lambda m: "\\" + m.group(0), k) for k in metrics)
-
-
-def _ui_state(check: SweepCheck) -> dict[str, str]:
-    """Local-storage entries for the MLflow 3 UI (the state it keeps per experiment page): the
-    parent expanded, the checked metrics and the swept params as columns, the Assistant panel
-    closed. Internal to the UI, so only a head start: the rows are still checked, and the
-    expander is clicked when the state did not take."""
-    metrics = list(dict.fromkeys(list(check.metrics) + [m for m in TABLE_METRICS if any(m in c.metrics for c in check.children)]))
-    params = [p for p in TABLE_PARAMS if any(p in c.params for c in check.children)]
-    columns = [f"metrics.`{m}`" for m in metrics] + [f"params.`{p}`" for p in params]
-    # ag-grid takes the widths only with the full column order (its column ids)
-    order = ["attributes.`Run Name`", "runDateAndNestInfo", "duration"] + columns
-    name_width = max(190, min(320, 8 * max(len(r.run_name) for r in [check.parent, *check.children]) + 70))
-    widths = {"attributes.`Run Name`": name_width, **{f"metrics.`{m}`": min(240, max(110, 7 * len(m) + 20)) for m in metrics}}
-    state = {"selectedColumns": columns, "columnOrder": order, "columnWidths": widths,
-             "runsExpanded": {check.parent.run_id: True}, "chartsSearchFilter": _charts_filter(check.metrics)}
-    key = "MLflowLocalStorage-1.1-ExperimentPage-" + json.dumps([check.experiment_id]) + "-ReactComponentState"
-    return {key: json.dumps(state), "mlflow.assistant.fab.autoOpenedOnFirstLoad_v1": "true",
-            "mlflow.assistant.panelOpen_v1": "false"}
-
-
-def take_screenshots(check: SweepCheck, out_dir: Path, chromium: str, width: int = 1600, height: int = 1000,
-                     timeout: float = 90.0, log=print) -> list[Path]:
-    """The runs page with the parent expanded (``runs.png``) and the chart view of the same runs
-    with a chart per checked metric (``charts.png``); checks that the parent's and the children's
-    rows and the metrics are in the pages and that the PNGs are not blank; raises
-    :class:`CheckError` otherwise."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    base, eid = check.base_url, check.experiment_id
-    parent_name = check.parent.run_name or check.parent.run_id
-    child_ids = [c.run_id for c in check.children]
-    child_names = [c.run_name or c.run_id for c in check.children]
-    rows_shown = (_JS_ROWS_SHOWN.format(ids=_js(child_ids)) + " && "
-                  + _JS_ALL_SHOWN.format(names=_js([parent_name] + child_names)))
-    shots: list[Path] = []
-    browser = Browser(chromium, width, height, log_path=out_dir / "chromium.log")
-    try:
-        browser.open_page()
-        # 1. the runs page, the parent expanded. Local storage is per origin: set it from a page
-        # of the server, then load the UI.
-        browser.navigate(f"{base}/health")
-        browser.wait_for("document.readyState === 'complete'", "the server's /health page", 30)
-        browser.eval("(() => { for (const [k, v] of Object.entries(%s)) localStorage.setItem(k, v); return true; })()"
-                     % _js(_ui_state(check)))
-        browser.navigate(f"{base}/#/experiments/{eid}/runs")
-        browser.wait_for(_JS_ROWS_SHOWN.format(ids=_js([check.parent.run_id])),
-                         f"the row of parent run '{parent_name}' on the runs page", timeout)
-        deadline = time.monotonic() + 5
-        while not browser.eval(rows_shown) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        if not browser.eval(rows_shown):  # the stored state did not take: click the expander
-            browser.wait_for(_JS_EXPAND.format(pid=_js(check.parent.run_id)), f"the expander of parent run '{parent_name}'", 30)
-        browser.wait_for(rows_shown, f"the {len(child_ids)} child runs under parent run '{parent_name}'", 30)
-        browser.eval(_JS_CLOSE_ASSISTANT.format())
-        browser.eval("(() => { const b = document.querySelector('button[aria-label=\"Toggle sidebar\"]'); if (b) b.click(); return !!b; })()")
-        time.sleep(1.0)  # let the grid finish painting
-        shots.append(browser.screenshot(out_dir / "runs.png"))
-        log(f"runs page: parent and {len(child_ids)} child rows shown; {shots[-1]} ({check_png(shots[-1])})")
-        # 2. the chart view (compareRunsMode=CHART): the runs beside a bar chart per checked metric
-        browser.navigate(f"{base}/#/experiments/{eid}/runs?compareRunsMode=CHART")
-        browser.wait_for(rows_shown, "the parent and child runs in the chart view", timeout)
-        charts_shown = _JS_ALL_SHOWN.format(names=_js(list(check.metrics)))
-        filter_box = _JS_CHARTS_FILTER_IS.format(text=_js(_charts_filter(check.metrics)))
-        deadline = time.monotonic() + timeout
-        while True:  # charts render once in view: grow the viewport until all are there
-            browser.fit_content()
-            if browser.eval(charts_shown):
-                break
-            if time.monotonic() > deadline:
-                raise CheckError(f"MLflow UI: the charts of {', '.join(check.metrics)} not shown in the chart view within {timeout:.0f} s")
-            if browser.eval(filter_box) is False:  # the stored filter did not take: type it in
-                browser.eval(_JS_TYPE_CHARTS_FILTER.format(text=_js(_charts_filter(check.metrics))))
-                browser.resize(browser.height)  # grown for all the charts so far: start over
-            time.sleep(1.0)
-        time.sleep(1.0)
-        shots.append(browser.screenshot(out_dir / "charts.png", full=True))
-        log(f"chart view: {len(child_ids)} child runs and charts of {len(check.metrics)} metrics shown; "
-            f"{shots[-1]} ({check_png(shots[-1])})")
-    finally:
-        browser.close()
-    browser.log_path.unlink(missing_ok=True)  # kept only when something failed
+    shots = []
+    eid = prep.experiment_id
+    rows = "[data-component-id='web-shared.traces-table.row-select']"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-dev-shm-usage"])
+        try:
+            page = browser.new_page(viewport={"width": 1600, "height": 1000})
+            page.set_default_timeout(timeout * 1000)
+
+            # 1. the Traces view: every question, the metrics as assessment columns
+            page.goto(f"{base}/#/experiments/{eid}/traces")
+            _wait(lambda: page.locator(rows).count() >= prep.n_traces, timeout, f"{prep.n_traces} trace rows")
+            _dismiss(page)
+            body = page.inner_text("body")
+            missing = [q for q in prep.questions if q[:30] not in body]
+            if missing:
+                raise CheckError(f"the Traces view does not list: {missing[:2]}")
+            if not page.get_by_label(f"Column options for {prep.filter_metric}").count():
+                raise CheckError(f"the Traces view has no assessment column {prep.filter_metric}")
+            shots.append(out_dir / "traces.png")
+            page.screenshot(path=str(shots[-1]))
+            log(f"traces: {page.locator(rows).count()} questions listed with assessment columns")
+
+            # 2. a filter on the metric narrows them (the view's own Filters: Feedback != 0.0)
+            page.get_by_label("Filters").click()
+            page.get_by_label("Filter field").click()
+            page.get_by_role("option", name="Feedback", exact=True).click()
+            page.get_by_label("Filter key").click()
+            page.get_by_role("option", name=prep.filter_metric, exact=True).click()
+            page.get_by_label("Filter operator").click()
+            page.get_by_role("option", name="!=", exact=True).click()
+            page.locator("[data-component-id='web-shared.traces-table.filter.value']").fill(ZERO)
+            page.locator("[data-component-id='web-shared.traces-table.filter.apply']").click()
+            _wait(lambda: page.locator(rows).count() == prep.n_nonzero, timeout,
+                  f"{prep.n_nonzero} rows with {prep.filter_metric} != 0 (showing {page.locator(rows).count()})")
+            shots.append(out_dir / "traces_filtered.png")
+            page.screenshot(path=str(shots[-1]))
+            log(f"filter {prep.filter_metric} != 0: {prep.n_nonzero} of {prep.n_traces} questions")
+
+            # 3. the evaluation table of both runs side by side
+            # (MLflow shows children collapsed under their parent and compares only shown runs:
+            # expand the parent on the runs table first)
+            page.goto(f"{base}/#/experiments/{eid}/runs")
+            expander = page.locator(f'.ag-row[row-id="{prep.parent_id}"] button[data-component-id*="runnamecellrenderer" i]')
+            _wait(lambda: expander.count() > 0, timeout, "the expander of the sweep's parent run")
+            expander.first.click()
+            _wait(lambda: all(page.locator(f'.ag-row[row-id="{rid}"]').count() for rid, _ in prep.runs), timeout,
+                  "the child runs under the parent")
+            page.goto(f"{base}/#/experiments/{eid}/runs?compareRunsMode=ARTIFACT")
+            _wait(lambda: "eval_table.json" in page.inner_text("body")
+                  and all(name in page.inner_text("body") for _, name in prep.runs), timeout, "the evaluation table of both runs")
+            _wait(lambda: prep.questions[0][:30] in page.inner_text("body"), timeout, "the questions in the evaluation table")
+            shots.append(out_dir / "eval_table.png")
+            page.screenshot(path=str(shots[-1]))
+            log(f"evaluation table: eval_table.json of {', '.join(n for _, n in prep.runs)}")
+
+            # 4. the compare page in the artifact viewer, claims coloured
+            page.goto(f"{base}/#/experiments/{eid}/runs/{prep.parent_id}/artifacts/{prep.compare_artifact}")
+            frame = page.frame_locator("iframe").first
+            claims = frame.locator("li.claim")
+            _wait(lambda: claims.count() > 0, timeout, "claims in the compare page")
+            colours = {claims.nth(i).evaluate("e => getComputedStyle(e).backgroundColor") for i in range(claims.count())}
+            if len(colours) < 2:
+                raise CheckError(f"compare page: claims are not coloured by label ({colours})")
+            shots.append(out_dir / "compare_page.png")
+            page.screenshot(path=str(shots[-1]), full_page=True)
+            log(f"compare page: {claims.count()} claims in {len(colours)} colours")
+        finally:
+            browser.close()
+    for s in shots:
+        if s.stat().st_size < 10_000:
+            raise CheckError(f"{s} looks blank ({s.stat().st_size} bytes)")
     return shots
 
 
-# -- CLI -----------------------------------------------------------------------------------------
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tracking-uri", default="sqlite:///mlruns/mlflow.db", help="the sweep's MLflow store")
-    ap.add_argument("--experiment", required=True, help="MLflow experiment name of the sweep")
-    ap.add_argument("--out", default="reports/ui", help="folder for the screenshots (default: reports/ui)")
-    ap.add_argument("--expect-children", type=int, default=3, help="FINISHED child runs expected (default: 3)")
-    ap.add_argument("--metrics", default=",".join(DEFAULT_METRICS), help="comma-separated metrics every child must have")
-    ap.add_argument("--port", type=int, default=0, help="port for mlflow server on 127.0.0.1 (0: a free one)")
-    ap.add_argument("--chromium", default=None, help="browser binary (default: /usr/bin/chromium, else chromium on PATH)")
-    ap.add_argument("--window-size", default="1600x1000", help="browser viewport WIDTHxHEIGHT (default: 1600x1000)")
-    ap.add_argument("--no-browser", action="store_true", help="REST check only, no screenshots")
-    ap.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for the server (and for each page)")
-    args = ap.parse_args(argv)
-    metrics = tuple(m.strip() for m in args.metrics.split(",") if m.strip())
-    try:
-        width, height = (int(v) for v in args.window_size.lower().split("x"))
-    except ValueError:
-        ap.error(f"--window-size: expected WIDTHxHEIGHT, got {args.window_size!r}")
-    def _terminate(signum, _frame):  # run the finally blocks: no server or browser left behind
-        print(f"mlflow-ui-check: FAILED: interrupted by signal {signum}", file=sys.stderr)
-        raise SystemExit(128 + signum)
+def check(uri: str, experiment: str, out_dir: Path, chromium: str = CHROMIUM, port: int = 0, timeout: float = 120,
+          log=print) -> list[Path]:
+    """Prepare the sweep, serve it, check it in the browser, log the screenshots to the parent."""
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    prep = prepare(uri, experiment)
+    for n in prep.notes:
+        log(n)
+    with mlflow_server(uri, port=port, timeout=240) as base:
+        shots = browse(base, prep, out_dir, chromium, timeout, log)
+    from ragsweep import tracking
 
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _terminate)
+    tracking.log_files(tracking.client(uri), prep.parent_id, shots, "ui_check")
+    log(f"screenshots logged to run {prep.parent_id} under ui_check/: {', '.join(str(s) for s in shots)}")
+    return shots
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tracking-uri", help="the store of an existing sweep")
+    ap.add_argument("--experiment", default=EXPERIMENT)
+    ap.add_argument("--make-sweep", metavar="DIR", help="run a small 2-system sweep into DIR first")
+    ap.add_argument("--limit", type=int, default=3)
+    ap.add_argument("--out", default="reports/ui")
+    ap.add_argument("--chromium", default=CHROMIUM)
+    ap.add_argument("--port", type=int, default=0)
+    args = ap.parse_args(argv)
     try:
-        chromium = None
-        if not args.no_browser:
-            chromium = find_chromium(args.chromium)
-            if chromium is None:
-                raise CheckError("no chromium found (apt-get install chromium, or --chromium PATH, or --no-browser)")
-        out = Path(args.out)
-        with mlflow_server(args.tracking_uri, args.port, timeout=args.timeout) as base:
-            print(f"mlflow server: {base} over {args.tracking_uri}")
-            check = rest_check(base, args.experiment, args.expect_children, metrics)
-            print(f"experiment '{check.experiment}' (id {check.experiment_id}), parent run "
-                  f"{check.parent.run_name} ({check.parent.run_id}, {check.parent.status}), "
-                  f"{len(check.children)} FINISHED child runs with {', '.join(metrics)}:")
-            print(check.table())
-            shots = []
-            if chromium:
-                shots = take_screenshots(check, out, chromium, width, height, timeout=min(args.timeout, 120.0))
+        if args.make_sweep:
+            uri = run_sweep(Path(args.make_sweep), args.limit, experiment=args.experiment)
+        elif args.tracking_uri:
+            uri = resolve_store_uri(args.tracking_uri)
+        else:
+            ap.error("give --make-sweep DIR or --tracking-uri URI")
+        check(uri, args.experiment, Path(args.out), args.chromium, args.port)
     except CheckError as exc:
         print(f"mlflow-ui-check: FAILED: {exc}", file=sys.stderr)
         return 1
-    except Exception as exc:  # noqa: BLE001 - still one line, not a traceback
-        print(f"mlflow-ui-check: FAILED: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
-    for s in shots:
-        print(f"screenshot: {s}")
     print("mlflow-ui-check: OK")
     return 0
 

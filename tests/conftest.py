@@ -8,6 +8,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("RAGSWEEP_MLFLOW_TRACES", "sync")  # traces written in the run: no background sender outlives a test
 
 CONF_DIR = str(Path(__file__).resolve().parents[1] / "src" / "ragsweep" / "conf")
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

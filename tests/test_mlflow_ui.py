@@ -1,14 +1,13 @@
-"""experiments/mlflow_ui_check.py: the MLflow UI over a sweep's store shows the parent run with its
-three children. A tiny store (a parent, three FINISHED children with RAGChecker and TRACe metrics,
-plus a FAILED child and an older sweep that must be ignored) is served by ``mlflow server`` on
-127.0.0.1; the REST check runs always, the screenshots only where Debian's chromium is installed."""
+"""experiments/mlflow_ui_check.py in a real browser: a finished 2-system sweep (3 questions,
+offline evaluator) served by ``mlflow server`` on 127.0.0.1; Playwright drives the system
+Chromium and asserts that the Traces view lists the questions with their assessments, that a
+filter on a metric narrows them, that the evaluation table shows both runs, and that the compare
+page renders with coloured claims; the screenshots are logged to the sweep's parent run."""
 
 from __future__ import annotations
 
 import importlib.util
-import socket
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,8 +16,6 @@ pytestmark = pytest.mark.slow
 
 SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "mlflow_ui_check.py"
 CHROMIUM = "/usr/bin/chromium"
-EXPERIMENT = "ragchecker_topk"
-METRICS = ("ragchecker/overall/f1", "ragchecker/retriever/claim_recall", "trace/relevance", "retrieval/recall_at_k")
 
 
 def _load():
@@ -30,102 +27,34 @@ def _load():
 
 
 ui = _load()
+_missing = ([] if Path(CHROMIUM).exists() else [f"{CHROMIUM} not installed (apt-get install chromium)"]) + (
+    [] if importlib.util.find_spec("playwright") else ["playwright not installed (pip install -e .[dev])"])
 
 
-def _param(key, value):
-    from mlflow.entities import Param
+@pytest.mark.skipif(bool(_missing), reason="; ".join(_missing))
+def test_sweep_is_comparable_question_by_question_in_the_ui(tmp_path):
+    uri = ui.run_sweep(tmp_path / "sweep", limit=3)
+    lines: list[str] = []
+    shots = ui.check(uri, ui.EXPERIMENT, tmp_path / "shots", CHROMIUM, log=lines.append)
+    assert [s.name for s in shots] == ["traces.png", "traces_filtered.png", "eval_table.png", "compare_page.png"]
+    assert any(ln.startswith("traces: 6 questions listed") for ln in lines)
+    assert any(ln.startswith("filter ") and " of 6 questions" in ln for ln in lines)
+    assert any(ln.startswith("compare page: ") for ln in lines)
+    from ragsweep import tracking
 
-    return Param(key, str(value))
-
-
-def _metric(key, value):
-    from mlflow.entities import Metric
-
-    return Metric(key, float(value), int(time.time() * 1000), 0)
-
-
-def _build_store(root: Path) -> tuple[str, str, list[str]]:
-    """Store with an older sweep (1 child) and the latest sweep (3 FINISHED children, 1 FAILED)."""
-    from mlflow.tracking import MlflowClient
-
-    uri = f"sqlite:///{root / 'mlflow.db'}"
-    client = MlflowClient(tracking_uri=uri)
-    eid = client.create_experiment(EXPERIMENT, artifact_location=(root / "artifacts").as_uri())
-
-    def sweep(name: str, ks: list[int], failed: bool = False) -> tuple[str, list[str]]:
-        tags = {"ragsweep.role": "parent", "ragsweep.experiment": EXPERIMENT}
-        parent = client.create_run(eid, run_name=name, tags=tags).info.run_id
-        children = []
-        for i, k in enumerate(ks):
-            run = client.create_run(eid, run_name=f"top_k={k}",
-                                    tags={"mlflow.parentRunId": parent, "ragsweep.role": "child"}).info.run_id
-            client.log_batch(run, params=[_param("top_k", k), _param("retriever", "bm25")],
-                             metrics=[_metric(m, 0.4 + 0.1 * i + 0.01 * j) for j, m in enumerate(METRICS)])
-            client.set_terminated(run, "FINISHED")
-            children.append(run)
-        if failed:
-            run = client.create_run(eid, run_name="top_k=40", tags={"mlflow.parentRunId": parent, "ragsweep.role": "child"}).info.run_id
-            client.set_terminated(run, "FAILED")
-        client.set_terminated(parent, "FINISHED")
-        return parent, children
-
-    sweep("old-sweep", [1])
-    parent, children = sweep("ragchecker_topk-sweep", [5, 10, 20], failed=True)
-    return uri, parent, children
+    cl = tracking.client(uri)
+    parent = tracking.load_sweep_runs(cl, ui.EXPERIMENT, None).parent_id
+    logged = {a.path for a in cl.list_artifacts(parent, "ui_check")}
+    assert logged == {f"ui_check/{s.name}" for s in shots}
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    root = tmp_path_factory.mktemp("mlflow_ui")
-    uri, parent, children = _build_store(root)
-    with ui.mlflow_server(uri, timeout=150) as base:
-        yield base, parent, children
-    port = int(base.rsplit(":", 1)[1])
-    with socket.socket() as s:  # the server is gone with its context
-        assert s.connect_ex(("127.0.0.1", port)) != 0, "mlflow server still listening after its context"
-
-
-def test_rest_finds_latest_parent_and_three_children(served):
-    base, parent, children = served
-    check = ui.rest_check(base, EXPERIMENT, expect_children=3, metrics=METRICS)
-    assert check.parent.run_id == parent
-    assert sorted(c.run_id for c in check.children) == sorted(children)
-    assert all(c.status == "FINISHED" and set(METRICS) <= set(c.metrics) for c in check.children)
-    assert [c.status for c in check.others] == ["FAILED"]
-    table = check.table()
-    for name in ("ragchecker_topk-sweep", "top_k=5", "top_k=10", "top_k=20", "ragchecker/overall/f1", "trace/relevance"):
-        assert name in table
-
-
-def test_rest_failures_are_one_line_reasons(served, tmp_path):
-    base, _, _ = served
-    with pytest.raises(ui.CheckError, match=r"3 FINISHED child run\(s\), expected 4"):
-        ui.rest_check(base, EXPERIMENT, expect_children=4)
-    with pytest.raises(ui.CheckError, match=r"lack metrics: top_k=5: ragas/faithfulness"):
-        ui.rest_check(base, EXPERIMENT, metrics=("ragchecker/overall/f1", "ragas/faithfulness"))
-    with pytest.raises(ui.CheckError, match=r"experiment 'nope' not found .*ragchecker_topk"):
-        ui.rest_check(base, "nope")
+def test_store_must_exist(tmp_path):
     with pytest.raises(ui.CheckError, match="no MLflow store at"):
         ui.resolve_store_uri(f"sqlite:///{tmp_path / 'missing.db'}")
 
 
-@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} not installed (apt-get install chromium)")
-def test_screenshots_show_parent_with_children(served, tmp_path):
-    base, _, _ = served
-    check = ui.rest_check(base, EXPERIMENT, metrics=METRICS)
-    lines = []
-    shots = ui.take_screenshots(check, tmp_path / "ui", CHROMIUM, timeout=60, log=lines.append)
-    assert [s.name for s in shots] == ["runs.png", "charts.png"]
-    assert all(s.stat().st_size > 10_000 for s in shots)
-    assert "parent and 3 child rows shown" in lines[0]
-    assert "charts of 4 metrics shown" in lines[1]
-
-
-def test_check_png_rejects_a_blank_page(tmp_path):
-    from PIL import Image
-
-    blank = tmp_path / "blank.png"
-    Image.new("RGB", (1600, 1000), "white").save(blank)
-    blank.write_bytes(blank.read_bytes() + b"\0" * 20_000)  # big enough on disk, still blank
-    with pytest.raises(ui.CheckError, match="looks blank"):
-        ui.check_png(blank)
+def test_filter_metric_is_one_that_narrows():
+    recs = [{"metrics": {"f1": 1.0, "ragchecker/generator/hallucination": h}} for h in (0.0, 2.0, 0.0)]
+    assert ui._filter_metric(recs) == ("ragchecker/generator/hallucination", 1)
+    with pytest.raises(ui.CheckError, match="nothing to filter on"):
+        ui._filter_metric([{"metrics": {"f1": 1.0}}])

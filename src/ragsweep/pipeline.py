@@ -266,6 +266,11 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
     tracker.log_json({"results": records}, "records.json")
     tracker.log_json(scores.artifact(), "ledger.json")
     tracker.log_metrics(metrics)
+    from ragsweep.tracking.traces import log_eval_table, log_traces
+
+    judge = str(cfg.evaluator.get("name") or "none") if "evaluator" in cfg else "none"
+    log.info("eval table: %s", log_eval_table(tracker, records))  # one row per question (never fails the run)
+    log.info("traces: %s", log_traces(tracker, records, judge=judge, run_id=tracker.run_id))  # one per question
     cache.close()
 
     rate = ledger.failed_share(records)

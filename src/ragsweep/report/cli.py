@@ -49,8 +49,7 @@ def load_sweep_spec(client, runs: SweepRuns) -> tuple[dict[str, Any], str, dict[
 
 
 #: metrics compared with the baseline when the sweep names no direction
-DEFAULT_COMPARE = ("ragchecker/overall/f1", "ragchecker/retriever/claim_recall", "ragchecker/generator/faithfulness",
-                   "trace/adherence_rate", "retrieval/recall_at_k")
+DEFAULT_COMPARE = paired.DEFAULT_METRICS
 
 
 def judge_text(children: Sequence[Any]) -> str:
@@ -171,6 +170,17 @@ def build_report(tracking_uri: str | None, experiment: str | None, run_id: str |
     files.append(p)
 
     files += make_figures(df, layout, params, directions, runs.experiment, out_dir, records)
+    from ragsweep.report.compare_page import compare_pages_for_sweep
+
+    base_id = str(df.iloc[paired.baseline_index(df, spec.get("baseline"), params)]["run_id"]) if not df.empty else None
+    pages = compare_pages_for_sweep(client, runs, out_dir / "compare", baseline=base_id, log=log_to_parent)
+    if pages:  # one question-by-question page per comparison with the baseline, linked from the table
+        names = {r.info.run_id: paired.system_label(row, params) for r in runs.children
+                 for _, row in df[df["run_id"] == r.info.run_id].iterrows()}
+        links = "\n".join(f"- [{names.get(rid, rid)} vs the baseline](compare/{p.name})" for rid, p in pages)
+        table = out_dir / "table.md"
+        table.write_text(table.read_text(encoding="utf-8") + "\nQuestion by question (claims coloured by label):\n\n"
+                         + links + "\n", encoding="utf-8")
 
     if log_to_parent:
         tracking.log_files(client, runs.parent_id, files, ARTIFACT_DIR)
@@ -189,8 +199,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                          "exit 1 naming what moved")
     ap.add_argument("--write-expected", action="store_true",
                     help="print this sweep's results as a sweep.expected block for its experiment config")
+    # --compare: one HTML page, question by question (ragsweep.report.compare_page)
+    ap.add_argument("--compare", nargs=2, metavar=("RUN_A", "RUN_B"), help="compare two runs question by question (HTML page)")
+    ap.add_argument("--metric", help="with --compare: the metric questions are sorted by (default ragchecker/overall/f1)")
     args = ap.parse_args(argv)
-    if not args.experiment and not args.run:
+    if not args.experiment and not args.run and not args.compare:
         ap.error("give --experiment NAME (or --run PARENT_RUN_ID)")
     return args
 
@@ -198,6 +211,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    if args.compare:
+        from ragsweep.report.compare_page import main_compare
+
+        return main_compare(args)
     try:
         rep = build_report(args.tracking_uri, args.experiment, args.run, args.out, log_to_parent=not args.no_log)
     except (ReportError, TrackingError) as exc:

@@ -20,6 +20,11 @@ from ragsweep.report.frame import _same, fmt, metric_scale, value_label, values_
 log = logging.getLogger(__name__)
 
 PerQuestion = dict[str, float]
+#: what a two-run comparison shows besides the chosen metric
+DEFAULT_METRICS = ("ragchecker/overall/f1", "ragchecker/overall/precision", "ragchecker/overall/recall",
+                   "ragchecker/retriever/claim_recall", "ragchecker/generator/faithfulness",
+                   "ragchecker/generator/hallucination", "baseline/token_f1", "trace/adherence_rate",
+                   "retrieval/recall_at_k")
 
 
 def records_of(client: Any, run_id: str) -> list[dict[str, Any]] | None:
@@ -150,6 +155,13 @@ def system_label(row, params: Sequence[str]) -> str:
     return ", ".join(bits) or str(row["run_name"])
 
 
+def baseline_index(df, baseline: str | None, params: Sequence[str] = ()) -> int:
+    """Row of the baseline system: ``baseline`` as a run name or a label such as ``k=5``, else 0."""
+    labels = [system_label(row, params) for _, row in df.iterrows()]
+    names = list(df["run_name"])
+    return names.index(baseline) if baseline in names else labels.index(baseline) if baseline in labels else 0
+
+
 def baseline_comparisons(df, metrics: Sequence[str], records: Mapping[str, Any], baseline: str | None,
                          params: Sequence[str] = ()) -> list[Comparison]:
     """Each run against the baseline run (``baseline``: a run name or a system label such as
@@ -157,8 +169,7 @@ def baseline_comparisons(df, metrics: Sequence[str], records: Mapping[str, Any],
     if df.empty:
         return []
     labels = [system_label(row, params) for _, row in df.iterrows()]
-    names = list(df["run_name"])
-    base_idx = names.index(baseline) if baseline in names else labels.index(baseline) if baseline in labels else 0
+    base_idx = baseline_index(df, baseline, params)
     base = df.iloc[base_idx]
     out = []
     for metric in metrics:
