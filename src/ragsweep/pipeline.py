@@ -120,8 +120,12 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
         retriever.index(chunks, cache=cache)
         bar.update(len(chunks))
     k = int(cfg.retriever.top_k)
+    reranker = instantiate(cfg.reranker) if "reranker" in cfg else None  # retrieve `depth`, rerank to k
+    depth = max(k, min(getattr(reranker, "depth", None) or k, len(chunks)))
     with timer("retrieve", total=len(dataset.queries), unit="questions") as bar:
-        results = retriever.search(dataset.queries, k=k, cache=cache)
+        results = retriever.search(dataset.queries, k=depth, cache=cache)
+        if reranker is not None:
+            results = reranker.rerank(dataset.queries, results, k, cache=cache)
         bar.update(len(dataset.queries))
 
     if dataset.has_relevance:
