@@ -166,6 +166,14 @@ def test_halving_sweep_end_to_end_logs_rungs_and_promoted_systems_reuse_the_cach
             assert c.data.metrics["cache/generation/hits"] == 2 and c.data.metrics["generator/calls"] == 2
         else:
             assert c.data.metrics["cache/generation/hits"] == 0
+    # the report shows the rungs, the Pareto front and the tie set
+    from ragsweep.report.cli import build_report
+
+    rep = build_report(f"sqlite:///{tmp_path}/mlruns/mlflow.db", "default", None, str(tmp_path / "report"))
+    md = (rep.out / "search.md").read_text()
+    assert "### Rung 0: 2 questions, 3 systems" in md and "### Rung 1: 4 questions, 2 systems" in md
+    assert "Quality against cost" in md and "Statistically tied with it" in md
+    assert (rep.out / "fig_pareto.png").is_file()
 
 
 @pytest.mark.slow

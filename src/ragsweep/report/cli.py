@@ -119,6 +119,11 @@ def build_report(tracking_uri: str | None, experiment: str | None, run_id: str |
 
     files += make_figures(df, layout, params, directions, runs.experiment, out_dir)
 
+    # -- search (issue 16): successive-halving rungs, quality-vs-cost Pareto front, tie set --
+    from ragsweep.report.pareto import search_report
+
+    files += search_report(client, runs, spec, out_dir)
+
     if log_to_parent:
         tracking.log_files(client, runs.parent_id, files, ARTIFACT_DIR)
     return Report(runs, layout, params, table_md, verdicts, files, out_dir, source)
