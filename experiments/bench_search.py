@@ -2,6 +2,9 @@
 
     python experiments/bench_search.py                         # the full figures: grid at 180 questions, rungs 20,60,180
     python experiments/bench_search.py --grid-limit 6 --rungs 2,6 --out bench_search.json   # a small, affordable scale
+    # or the two sweeps side by side, then the figures:
+    python experiments/bench_search.py --phase search ... & python experiments/bench_search.py --phase grid ...; wait
+    python experiments/bench_search.py --phase report ...
 
 Both run ``ragsweep -m +experiment=search_clapnq`` (48 systems: 3 retrievers x 2 top-k x
 2 chunk sizes x 2 prompts x 2 rerankers; offline evaluator; smollm2 through the shared llama.cpp
@@ -43,6 +46,7 @@ def run_sweep(work: Path, name: str, args: list[str], env: dict[str, str]) -> tu
     proc = subprocess.run(cmd, cwd=d, env=env, capture_output=True, text=True)
     secs = time.perf_counter() - t
     (d / "sweep.log").write_text(proc.stdout + proc.stderr)
+    (d / "wall_s.txt").write_text(f"{secs:.1f}\n")
     if proc.returncode != 0:
         sys.exit(f"bench_search: the {name} sweep failed (rc {proc.returncode}); see {d / 'sweep.log'}:\n{(proc.stdout + proc.stderr)[-3000:]}")
     return secs, f"sqlite:///{d}/mlflow.db"
@@ -87,7 +91,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--keep", type=float, default=1 / 3)
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--work", type=Path, default=Path("bench_search_work"))
-    ap.add_argument("--skip-grid", action="store_true", help="reuse the grid already in --work")
+    ap.add_argument("--phase", choices=("all", "search", "grid", "report"), default="all",
+                    help="run one sweep only (two processes can run search and grid side by side), or only report on --work")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     rungs = [int(r) for r in args.rungs.split(",")]
@@ -95,12 +100,15 @@ def main(argv: list[str] | None = None) -> dict:
     common = [f"generator.max_tokens={args.max_tokens}"]
     work = args.work.resolve()
 
-    s_secs, s_uri = run_sweep(work, "search", [*common, "hydra/sweeper=ragsweep_halving", f"hydra.sweeper.rungs=[{','.join(map(str, rungs))}]",
-                                               f"hydra.sweeper.keep={args.keep}"], env)
-    if args.skip_grid and (work / "grid" / "mlflow.db").exists():
-        g_secs, g_uri = float("nan"), f"sqlite:///{work / 'grid'}/mlflow.db"
-    else:
-        g_secs, g_uri = run_sweep(work, "grid", [*common, f"dataset.limit={args.grid_limit}"], env)
+    search_args = [*common, "hydra/sweeper=ragsweep_halving", f"hydra.sweeper.rungs=[{','.join(map(str, rungs))}]", f"hydra.sweeper.keep={args.keep}"]
+    if args.phase in ("all", "search"):
+        run_sweep(work, "search", search_args, env)
+    if args.phase in ("all", "grid"):
+        run_sweep(work, "grid", [*common, f"dataset.limit={args.grid_limit}"], env)
+    if args.phase in ("search", "grid"):
+        return {}
+    s_secs, s_uri = float((work / "search" / "wall_s.txt").read_text()), f"sqlite:///{work / 'search'}/mlflow.db"
+    g_secs, g_uri = float((work / "grid" / "wall_s.txt").read_text()), f"sqlite:///{work / 'grid'}/mlflow.db"
 
     from ragsweep import tracking
     from ragsweep.report.pareto import points
