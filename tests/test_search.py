@@ -76,6 +76,13 @@ def test_rung_drops_significantly_worse_and_ranked_out_systems_only():
     assert all(d.p_holm >= d.p for d in ds.values() if d.p is not None)
 
 
+def test_systems_tied_at_the_cut_off_share_a_rank_and_are_all_kept():
+    same = {"q0": 0.0, "q1": 0.0}
+    entries = [Entry(name, dict(same)) for name in ("c", "a", "b")] + [Entry("z", {"q0": -1.0, "q1": -1.0})]
+    ds = {d.system: (d.rank, d.decision) for d in decide_rung(entries, keep=1)}
+    assert ds == {"a": (1, "best"), "b": (1, "promoted"), "c": (1, "promoted"), "z": (4, "dropped:ranked_out")}
+
+
 def test_significantly_worse_is_dropped_even_when_ranked_in():
     entries = [Entry("a", _vals(0.9, seed=1)), Entry("b", _vals(0.3, seed=2))]
     ds = {d.system: d.decision for d in decide_rung(entries, keep=2)}
@@ -154,13 +161,14 @@ def test_halving_sweep_end_to_end_logs_rungs_and_promoted_systems_reuse_the_cach
     parents, children = parents_and_children(mlflow_runs(tmp_path))
     (parent,) = parents
     assert parent.info.status == "FINISHED" and parent.data.tags["ragsweep.search"] == "halving"
-    assert parent.data.tags["ragsweep.rungs"].startswith("3@2 -> 2@4; best: retriever.top_k=")
+    assert parent.data.tags["ragsweep.rungs"].startswith("3@2 -> ") and "@4; best: retriever.top_k=" in parent.data.tags["ragsweep.rungs"]
     cl = tracking.client(f"sqlite:///{tmp_path}/mlruns/mlflow.db")
     found, rungs = tracking.read_json_artifact(cl, parent.info.run_id, "rungs.json")
     assert found and [r["limit"] for r in rungs] == [2, 4] and rungs[1]["final"]
-    assert len(rungs[0]["decisions"]) == 3 and len(rungs[1]["decisions"]) == 2
+    promoted = [d for d in rungs[0]["decisions"] if d["decision"] in ("best", "promoted")]
+    assert len(rungs[0]["decisions"]) == 3 and 2 <= len(promoted) == len(rungs[1]["decisions"])  # keep 0.5: 2, or more on a tie
     assert {d["decision"] for d in rungs[1]["decisions"]} <= {"best", "tied", "dropped:worse"}
-    assert len(children) == 5 and all(c.info.status == "FINISHED" for c in children)
+    assert len(children) == 3 + len(promoted) and all(c.info.status == "FINISHED" for c in children)
     for c in children:
         if c.data.params["dataset.limit"] == "4":  # promoted: the 2 questions of rung 0 came from the cache
             assert c.data.metrics["cache/generation/hits"] == 2 and c.data.metrics["generator/calls"] == 2
@@ -171,7 +179,7 @@ def test_halving_sweep_end_to_end_logs_rungs_and_promoted_systems_reuse_the_cach
 
     rep = build_report(f"sqlite:///{tmp_path}/mlruns/mlflow.db", "default", None, str(tmp_path / "report"))
     md = (rep.out / "search.md").read_text()
-    assert "### Rung 0: 2 questions, 3 systems" in md and "### Rung 1: 4 questions, 2 systems" in md
+    assert "### Rung 0: 2 questions, 3 systems" in md and f"### Rung 1: 4 questions, {len(promoted)} systems" in md
     assert "Quality against cost" in md and "Statistically tied with it" in md
     assert (rep.out / "fig_pareto.png").is_file()
 

@@ -192,7 +192,10 @@ def decide_rung(entries: Sequence[Entry], *, keep: int, alpha: float = 0.05, hig
         tests = [paired(best.values, e.values) for e in ranked[1:]]
         adj = holm([t.p for t in tests])
         out.append(Decision(best.system, best.run_id, _mean(best.values), len(best.values), 1, 0.0, None, None, "best", best.cost))
-        for rank, (e, t, ph) in enumerate(zip(ranked[1:], tests, adj), start=2):
+        for e, t, ph in zip(ranked[1:], tests, adj):
+            # competition ranking: systems with the same mean share a rank, so a tie at the
+            # cut-off is never broken by the systems' names
+            rank = 1 + sum(1 for o in ranked if sign * _mean(o.values) > sign * _mean(e.values) + 1e-12)
             worse = math.isfinite(ph) and ph < alpha and sign * t.diff < 0
             if final:
                 what = "dropped:worse" if worse else "tied"
