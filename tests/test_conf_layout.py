@@ -56,15 +56,15 @@ def test_groups_and_options_come_from_the_folders(tmp_path):
     """A new group or option is a new folder or YAML: config.py reads them, no list to edit."""
     from ragsweep.config import COMPONENT_GROUPS, REQUIRED_GROUPS, config_groups, group_options
 
-    assert COMPONENT_GROUPS == ("dataset", "chunker", "retriever", "prompt", "generator", "evaluator")
+    assert COMPONENT_GROUPS == ("dataset", "chunker", "retriever", "reranker", "prompt", "generator", "evaluator")
     assert "evaluator" not in REQUIRED_GROUPS and "retriever" in REQUIRED_GROUPS
     assert {"bm25", "dense", "tfidf"} <= set(group_options("retriever"))
 
     conf = tmp_path / "conf"
     shutil.copytree(PKG_CONF, conf)
     (conf / "retriever" / "hybrid.yaml").write_text("_target_: x.Hybrid\ntop_k: 4\n")
-    (conf / "reranker").mkdir()
     (conf / "reranker" / "cross.yaml").write_text("_target_: x.Cross\n")
     assert "hybrid" in group_options("retriever", conf)
     groups = config_groups(conf)
-    assert groups[:6] == COMPONENT_GROUPS and "reranker" in groups and "experiment" not in groups
+    assert groups[:7] == COMPONENT_GROUPS and "reranker" in groups and "experiment" not in groups
+    assert "cross" in group_options("reranker", conf)

@@ -346,3 +346,97 @@ def test_llm_judge_attaches_to_the_sweeps_shared_server(compose_cfg):
     other = AttachedServer({"spec": "something-else", "base_url": "http://127.0.0.1:9/v1", "model_name": "x"})
     evaluator = instantiate(cfg.evaluator)
     assert not share_judge_server(cfg, evaluator, other) and not share_judge_server(cfg, evaluator, None)
+
+
+# -- a real (local) Ray cluster: a head and a worker process on 127.0.0.1 ---------------------------
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _pids_matching(marks: list[str]) -> set[int]:
+    """Processes whose command line holds one of ``marks``, and all their descendants."""
+    hits = set()
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            cmd = Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            continue
+        if any(m in cmd for m in marks):
+            hits.add(int(d))
+    out = set()
+    for pid in hits:
+        out |= descendants(pid)
+    return out
+
+
+def _stop_pids(pids: set[int]) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+        deadline = time.monotonic() + 10
+        while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.25)
+
+
+@pytest.mark.slow
+def test_sweep_on_a_local_ray_cluster_head_and_worker(tmp_path):
+    """``ray start --head`` + ``ray start --address`` (two nodes of one CPU each, 127.0.0.1), then a
+    2-system sweep through ``hydra/launcher=ray`` joining that cluster: the two jobs run at the same
+    time (one per node), share the cache on a shared path, log to one MLflow parent; the test stops
+    exactly the cluster's processes (found by its own port and temp dir), never ``ray stop``."""
+    import shutil
+    import tempfile
+
+    _plugin_or_skip("hydra_plugins.hydra_ray_launcher")
+    ray_bin = Path(PY).with_name("ray")
+    if not ray_bin.exists():
+        pytest.skip("the ray command is not installed next to the interpreter")
+    port = _free_port()
+    temp = Path(tempfile.mkdtemp(prefix="rg-ray-", dir="/tmp"))  # short: Ray's unix sockets live here
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env = sweep_env(tmp_path, PYTHONPATH=os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]))
+    env.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)  # =0 refuses a second node
+    common = ["--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--disable-usage-stats"]
+    marks = [str(temp), f":{port}"]
+    try:
+        for args in (["--head", "--port", str(port), "--include-dashboard=false", "--temp-dir", str(temp)],
+                     ["--address", f"127.0.0.1:{port}"]):
+            # started in tmp_path: the jobs' working directory (relative paths resolve there too)
+            proc = subprocess.run([str(ray_bin), "start", *args, *common], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+            assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+        sweep_dir = tmp_path / "multirun"
+        cmd = sweep_cmd(
+            *tiny_dataset(tmp_path),
+            "retriever.top_k=1,2",
+            "generator.max_tokens=8",
+            "evaluator=none",
+            f"hydra.sweep.dir={sweep_dir}",
+            f"mlflow.tracking_uri=sqlite:///{tmp_path}/mlruns/mlflow.db",  # one store for every node's jobs
+            f"mlflow.artifact_location={tmp_path}/mlruns/artifacts",
+            "hydra/launcher=ray",
+            f"hydra.launcher.ray.init.address=127.0.0.1:{port}",
+            # hydra-ray-launcher 1.2.2 sets object_store_memory, which ray.init refuses when joining a cluster
+            "+hydra.launcher.ray.init.object_store_memory=null",
+        )
+        proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=500)
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+        _, children = check_parent_and_children(tmp_path, 2, "top_k", {"1", "2"})
+        # jobs on a cluster serve their own model (the sweep's loopback server is not theirs): each
+        # generated its 2 answers itself, into the one cache on the shared path
+        assert [c.data.metrics["generator/calls"] for c in children] == [2, 2]
+        assert (tmp_path / "cache").is_dir()
+        a, b = sorted(children, key=lambda c: c.info.start_time)
+        assert b.info.start_time < a.info.end_time, "the two jobs did not run at the same time on the two nodes"
+    finally:
+        _stop_pids(_pids_matching(marks))
+        shutil.rmtree(temp, ignore_errors=True)
+    assert not _pids_matching(marks), "processes of the Ray cluster still running"

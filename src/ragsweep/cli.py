@@ -60,7 +60,9 @@ def app(cfg: DictConfig) -> float | None:
     else:
         print(format_summary(metrics, shown, total_s=time.perf_counter() - _T0), flush=True)
     log.info("done: %s", dict(metrics))
-    return metrics.get("ragchecker/overall/f1")
+    from ragsweep.search import job_return
+
+    return job_return(metrics, cfg, info)  # the sweeper's objective(s): sweep.objectives
 
 
 _T0 = time.perf_counter()

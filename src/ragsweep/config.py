@@ -23,8 +23,8 @@ from ragsweep.errors import ConfigError
 
 #: the packaged config tree (``conf/`` at the repository root links here)
 CONF_DIR = Path(__file__).resolve().parent / "conf"
-#: component groups a run may leave out (``~evaluator``: generate only)
-OPTIONAL_GROUPS = ("evaluator",)
+#: component groups a run may leave out (``~evaluator``: generate only; ``~reranker``: as reranker=none)
+OPTIONAL_GROUPS = ("evaluator", "reranker")
 
 
 def _is_global(yaml: Path) -> bool:

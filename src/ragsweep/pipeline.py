@@ -123,8 +123,12 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
         retriever.index(chunks, cache=cache)
         bar.update(len(chunks))
     k = int(cfg.retriever.top_k)
+    reranker = instantiate(cfg.reranker) if "reranker" in cfg else None  # retrieve `depth`, rerank to k
+    depth = max(k, min(getattr(reranker, "depth", None) or k, len(chunks)))
     with timer("retrieve", total=len(dataset.queries), unit="questions") as bar:
-        results = retriever.search(dataset.queries, k=k, cache=cache)
+        results = retriever.search(dataset.queries, k=depth, cache=cache)
+        if reranker is not None:
+            results = reranker.rerank(dataset.queries, results, k, cache=cache)
         bar.update(len(dataset.queries))
 
     retrieval_per_q = _retrieval_per_question(results, dataset.queries, k, chunks) if dataset.has_relevance else {}
@@ -262,6 +266,9 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
         metrics[f"time/{stage}_s"] = round(secs, 3)
     for key, n in sorted(cache.stats.items()):
         metrics[f"cache/{key}"] = n
+    from ragsweep.cost import run_cost
+
+    metrics.update(run_cost(metrics, cfg))  # tokens, calls, wall seconds (and money where priced)
 
     tracker.log_json({"results": records}, "records.json")
     tracker.log_json(scores.artifact(), "ledger.json")

@@ -72,6 +72,7 @@ class GeneratorConfig:
     max_backoff_s: float = 30.0
     structured_output: bool = True
     stop: Any = None  # list[str] | None
+    price_per_1k_tokens: Any = None  # a number, or {prompt, completion}: sets cost/usd (an external API)
 
     def __post_init__(self) -> None:
         def bad(name: str, why: str) -> ValueError:

@@ -182,6 +182,11 @@ def build_report(tracking_uri: str | None, experiment: str | None, run_id: str |
         table.write_text(table.read_text(encoding="utf-8") + "\nQuestion by question (claims coloured by label):\n\n"
                          + links + "\n", encoding="utf-8")
 
+    # -- search (issue 16): successive-halving rungs, quality-vs-cost Pareto front, tie set --
+    from ragsweep.report.pareto import search_report
+
+    files += search_report(client, runs, spec, out_dir)
+
     if log_to_parent:
         tracking.log_files(client, runs.parent_id, files, ARTIFACT_DIR)
     return Report(runs, layout, params, table_md, verdicts, files, out_dir, source, df, spec)

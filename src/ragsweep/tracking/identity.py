@@ -72,7 +72,9 @@ def component_name(node: Any) -> str | None:
 def system_name(cfg: DictConfig) -> str:
     """A short run name that says what the system is: ``bm25-k4-c300o0.2-long_cot-smollm2``."""
     r, c = cfg.retriever, cfg.chunker
-    return f"{component_name(r)}-k{r.top_k}-c{c.size}o{c.overlap}-{component_name(cfg.prompt)}-{component_name(cfg.generator)}"
+    rr = component_name(cfg.reranker) if cfg.get("reranker") is not None else None
+    rerank = f"+{rr}" if rr and rr != "none" else ""
+    return f"{component_name(r)}{rerank}-k{r.top_k}-c{c.size}o{c.overlap}-{component_name(cfg.prompt)}-{component_name(cfg.generator)}"
 
 
 def short_params(cfg: DictConfig) -> dict[str, Any]:
