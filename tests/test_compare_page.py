@@ -28,11 +28,11 @@ def _records() -> list[dict]:
         for c in r["retrieved_context"]:
             c.update(chunk_id=f"{c['doc_id']}-0", start=pos, end=pos + len(c["text"]), score=1.0)
         r["relevant_spans"] = [{"doc_id": r["retrieved_context"][0]["doc_id"], "start": 0, "end": 20}]
-        r["metrics"] = {METRIC: 50.0 + i}
+        r["scores"] = {METRIC: 50.0 + i}  # each question's value, as the pipeline writes it
         out.append(r)
     # a third question without claims, failed in B only
     out.append({"query_id": "q3", "query": "third?", "gt_answer": "x", "response": "y", "retrieved_context": [],
-                "metrics": {METRIC: 10.0}})
+                "scores": {METRIC: 10.0}})
     return out
 
 
@@ -41,13 +41,14 @@ def _variant_b(recs: list[dict]) -> list[dict]:
     # q0: claim 0 loses its support everywhere -> a new hallucination; F1 drops by 20
     b[0]["answer2response"][0] = "Neutral"
     b[0]["retrieved2response"][0] = ["Neutral"] * len(b[0]["retrieved2response"][0])
-    b[0]["metrics"][METRIC] = 30.0
+    b[0]["scores"][METRIC] = 30.0
     # ... and its one hallucinated claim in A is entailed by the ground truth in B -> gone
     gone = next(i for i, c in enumerate(claims_view(recs[0])["response_claims"]) if c["hallucination"])
     b[0]["answer2response"][gone] = "Entailment"
     # q1: F1 up by 10
-    b[1]["metrics"][METRIC] = 61.0
+    b[1]["scores"][METRIC] = 61.0
     b[2]["failure"] = {"stage": "judge", "reason": "judge timed out"}
+    b[2]["scores"][METRIC] = None  # what the failed judge call leaves: undefined, not scored
     return b
 
 
