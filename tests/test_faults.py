@@ -365,6 +365,8 @@ def judge_overrides(base_url: str) -> list[str]:
         "evaluator.judge.timeout_s=10",
         "evaluator.trace_mode=none",
         "evaluator.ragas=false",
+        # JudgeScript's judge fails on 2 of the 4 questions by design: counted, not fatal here
+        "max_failure_rate=0.5",
     ]
 
 
@@ -419,7 +421,7 @@ def nan(value: Any) -> bool:
 def test_judge_wrong_label_count_and_malformed_json_are_parse_failures_and_nan(run_system_in, tmp_path):
     script = JudgeScript()
     with FakeOpenAIServer(responder=script, max_seconds=600) as fake:
-        m = run_system_in(fake.base_url, *judge_overrides(fake.base_url), "max_failure_rate=0.5")
+        m = run_system_in(fake.base_url, *judge_overrides(fake.base_url))
     client, run = last_run(tmp_path)
     assert run.info.status == "FINISHED"  # judge trouble is counted, the run still finishes (2 of 4 <= 0.5)
     assert m["ledger/failed_judge"] == 2 and m["ledger/answered"] == 4
@@ -442,7 +444,7 @@ def test_judge_wrong_label_count_and_malformed_json_are_parse_failures_and_nan(r
     # never guessed, so never cached: a rerun asks exactly the failed items again
     script2 = JudgeScript()
     with FakeOpenAIServer(responder=script2, max_seconds=600) as fake2:
-        m2 = run_system_in(fake2.base_url, *judge_overrides(fake2.base_url), "max_failure_rate=0.5")
+        m2 = run_system_in(fake2.base_url, *judge_overrides(fake2.base_url))
     assert m2["generator/calls"] == 0 and m2["judge/parse_failures"] == 3
     assert sorted(script2.kinds) == ["check"] * 2 + ["extract"] * 4
 
@@ -592,7 +594,7 @@ def test_judge_failures_count_against_max_failure_rate(run_system_in, tmp_path):
 
     with FakeOpenAIServer(responder=JudgeScript(), max_seconds=600) as fake:
         with pytest.raises(FailureRateExceeded, match=r"0 of 4 generations failed and 2 answers could not be judged \(50% > max_failure_rate=0.1\)"):
-            run_system_in(fake.base_url, *judge_overrides(fake.base_url))
+            run_system_in(fake.base_url, *[o for o in judge_overrides(fake.base_url) if not o.startswith("max_failure_rate")])
     client, run = last_run(tmp_path)
     assert run.info.status == "FAILED" and run.data.metrics["ledger/failed_judge"] == 2  # partial results stay
 
@@ -613,7 +615,7 @@ class SeededJudge(JudgeScript):
 def test_repeats_separate_judge_variance_from_question_variance(run_system_in):
     with FakeOpenAIServer(responder=SeededJudge(), max_seconds=600) as fake:
         m = run_system_in(fake.base_url, *judge_overrides(fake.base_url), "evaluator.judge.temperature=0.7",
-                          "evaluator.repeats=3", "max_failure_rate=0.5")  # q3's claims never parse
+                          "evaluator.repeats=3")
     assert m["judge/repeats"] == 3
     f = "ragchecker/overall/precision"  # one response claim against one answer: its label follows the seed
     assert m[f"{f}/n"] == 3 and m[f"{f}/judge_sd"] > 0 and m[f"{f}/question_sd"] >= 0

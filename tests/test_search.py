@@ -188,8 +188,8 @@ def test_halving_sweep_end_to_end_logs_rungs_and_promoted_systems_reuse_the_cach
 def test_optuna_sweep_end_to_end_maximises_the_declared_objective(tmp_path):
     from test_launchers import mlflow_runs, parents_and_children
 
-    proc = _sweep(tmp_path, "retriever.top_k=1,2", "hydra/sweeper=optuna", "hydra.sweeper.n_trials=2", "hydra.sweeper.n_jobs=1",
-                  "+hydra.callbacks.ragsweep_search._target_=ragsweep.search.SearchCallback")
+    # conf/config.yaml registers ragsweep.search.SearchCallback: the direction comes from the registry
+    proc = _sweep(tmp_path, "retriever.top_k=1,2", "hydra/sweeper=optuna", "hydra.sweeper.n_trials=2", "hydra.sweeper.n_jobs=1")
     assert "Directions: ['maximize']" in proc.stdout + proc.stderr
     parents, children = parents_and_children(mlflow_runs(tmp_path))
     assert len(parents) == 1 and parents[0].info.status == "FINISHED" and 1 <= len(children) <= 2
