@@ -124,7 +124,9 @@ class Chain:
 
     def __call__(self, body, index):
         prompt = prompt_of(body)
-        kind = "extract" if "knowledge triplets" in prompt else "check" if prompt.startswith("Decide, for each") else "generate"
+        # RefChecker's prompts (tests/fixtures/refchecker): the KG extraction and the joint check
+        kind = ("extract" if "generate the KG for the following candidate answer" in prompt
+                else "check" if "### Claims:" in prompt else "generate")
         with self.lock:
             if self.rule and self.killed_at is None and kind == self.rule[0] and self.kinds["generate"] >= self.rule[1]:
                 self.killed_at = f"{kind} request after {self.kinds['generate']} generations"

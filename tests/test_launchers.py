@@ -405,6 +405,10 @@ def test_sweep_on_a_local_ray_cluster_head_and_worker(tmp_path):
     src = str(Path(__file__).resolve().parents[1] / "src")
     env = sweep_env(tmp_path, PYTHONPATH=os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]))
     env.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)  # =0 refuses a second node
+    # a ~/.ray/auth_token left by an earlier local ray.init (another test) makes the worker's join
+    # fail with InvalidAuthToken: this cluster gets a home of its own
+    env["HOME"] = str(tmp_path / "home")
+    (tmp_path / "home").mkdir(exist_ok=True)
     common = ["--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--disable-usage-stats"]
     marks = [str(temp), f":{port}"]
     try:
