@@ -72,25 +72,10 @@ class Side:
 
 # -- per-question values ---------------------------------------------------------------------------
 def metric_value(rec: dict[str, Any], metric: str) -> float:
-    """The record's value of ``metric`` as the run aggregated it (``rec["scores"]``), else the
-    registry's per-question function (records written before ``scores`` existed); NaN for a failed
-    question or an undefined value."""
-    scores = rec.get("scores")
-    if isinstance(scores, dict) and metric in scores:
-        v = scores[metric]
-    else:
-        from ragsweep.metrics.registry import find, values
+    """The record's value of ``metric`` (:func:`ragsweep.report.paired.record_value`)."""
+    from ragsweep.report.paired import record_value
 
-        reg = find(metric)
-        try:
-            v = values(reg, [rec])[0] if reg is not None and reg.per_question is not None else None
-        except Exception:  # noqa: BLE001 - a record the metric cannot read: undefined
-            v = None
-    try:
-        v = float(v)
-    except (TypeError, ValueError):
-        return math.nan
-    return v if math.isfinite(v) else math.nan
+    return record_value(rec, metric)
 
 
 def by_qid(side: Side, metric: str) -> dict[str, float]:

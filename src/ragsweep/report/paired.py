@@ -38,26 +38,41 @@ def records_of(client: Any, run_id: str) -> list[dict[str, Any]] | None:
     return recs if isinstance(recs, list) else None
 
 
+def record_value(rec: dict[str, Any], metric: str) -> float:
+    """One question's value of ``metric`` as its run aggregated it (``rec["scores"]``), else the
+    registry's per-question function (records written before ``scores`` existed); NaN where it is
+    undefined or the work failed."""
+    from ragsweep.metrics.registry import find, values
+
+    scores = rec.get("scores")
+    if isinstance(scores, dict) and metric in scores:
+        v = scores[metric]
+    else:
+        m = find(metric)
+        try:
+            v = values(m, [rec])[0] if m is not None and m.per_question is not None else None
+        except (KeyError, TypeError, ValueError, AttributeError):  # a record the metric cannot read
+            v = None
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        return float("nan")
+    return v if math.isfinite(v) else float("nan")
+
+
 def run_values(records: Sequence[dict[str, Any]] | None, metric: str) -> PerQuestion | None:
     """``metric``'s per-question values of one run's records (question id -> value, NaN where
-    undefined or failed); None when the metric has no per-question function or the records do not
-    hold what it reads."""
-    from ragsweep.metrics.registry import by_question, find
+    undefined or failed); None when no record can hold it (no ``scores`` entry and no registered
+    per-question function)."""
+    from ragsweep.metrics.registry import find
 
-    if records is None:
+    if not records:
         return None
-    if records and all(isinstance(r.get("scores"), dict) for r in records):  # as the run aggregated them
-        if not any(metric in r["scores"] for r in records):
-            return None
-        return {str(r.get("query_id", i)): (float("nan") if r["scores"].get(metric) is None else float(r["scores"][metric]))
-                for i, r in enumerate(records)}
+    known = any(metric in (r.get("scores") or {}) for r in records)
     m = find(metric)
-    if m is None or m.per_question is None:
+    if not known and (m is None or m.per_question is None):
         return None
-    try:
-        return by_question(m, records)
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return None
+    return {str(r.get("query_id", i)): record_value(r, metric) for i, r in enumerate(records)}
 
 
 def level_values(df, param: str, metric: str, records: Mapping[str, Sequence[dict[str, Any]] | None]) -> dict[Any, PerQuestion | None]:
