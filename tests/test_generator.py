@@ -221,6 +221,38 @@ def test_failure_not_cached_success_cached(tmp_path):
     assert c.stats["cache_hits"] == 2 and c.stats["calls"] == 0
 
 
+class Killed(Exception):
+    """Stands for the signal that ends a run mid-batch."""
+
+
+def test_each_answer_is_cached_as_it_arrives_so_an_interrupted_batch_keeps_it(tmp_path):
+    cache = Cache(tmp_path / "cache")
+    reqs = [q(f"question {i}") for i in range(4)]
+    with FakeOpenAIServer() as fake:
+        c = client_for(fake, cache=cache, concurrency=1)
+        real_call, calls = c._call, []
+
+        async def interrupted(req, key):
+            calls.append(req)
+            if len(calls) == 3:  # the run is killed while the third request is in flight,
+                await asyncio.sleep(0.5)  # after the first two have been answered
+                raise Killed
+            if len(calls) == 4:
+                await asyncio.sleep(5)
+            return await real_call(req, key)
+
+        c._call = interrupted
+        with pytest.raises(Killed):
+            c.chat_many(reqs)
+        assert cache.count("generation") == 2
+        c2 = client_for(fake, cache=cache, concurrency=1)  # the resumed run sends only the other two
+        before = fake.n_requests
+        res = c2.chat_many(reqs)
+        assert [r.text for r in res] == [f"echo: question {i}" for i in range(4)]
+        assert [r.cached for r in res] == [True, True, False, False]
+        assert fake.n_requests - before == 2 and cache.count("generation") == 4
+
+
 def test_cache_key_depends_on_model_id_and_namespace(tmp_path):
     cache = Cache(tmp_path / "cache")
     with FakeOpenAIServer() as fake:

@@ -72,8 +72,10 @@ def content_hash(*parts: Any) -> str:
 class _Fetch(Generic[T]):
     """One pass of the seam: read the stored values, hand out the misses, store what comes back."""
 
-    def __init__(self, cache: "Cache | None", stage: str, keys: Mapping[T, str], keep: Callable[[Any], bool] | None):
+    def __init__(self, cache: "Cache | None", stage: str, keys: Mapping[T, str], keep: Callable[[Any], bool] | None,
+                 persist: bool = True):
         self.cache, self.stage, self.keys, self.keep = cache, stage, keys, keep
+        self.persist = persist
         by_key: dict[str, T] = {}
         for item, key in keys.items():
             by_key.setdefault(key, item)
@@ -87,7 +89,7 @@ class _Fetch(Generic[T]):
     def store(self, new: Mapping[T, Any]) -> None:
         fresh = {self.keys[item]: value for item, value in new.items()}
         self.found.update(fresh)
-        if self.cache is not None:
+        if self.cache is not None and self.persist:
             keep = self.keep
             self.cache.put_many(self.stage, {k: v for k, v in fresh.items() if keep is None or keep(v)})
 
@@ -129,9 +131,14 @@ def fetch_one(cache: "Cache | None", stage: str, key: str, compute: Callable[[],
 
 async def afetch(cache: "Cache | None", stage: str, keys: Mapping[T, str],
                  compute: Callable[[list[T]], Awaitable[Mapping[T, Any]]], *,
-                 block: int | None = None, keep: Callable[[Any], bool] | None = None) -> dict[T, Any]:
-    """:func:`fetch` for async code: ``compute`` is awaited (same keys, counts and storing)."""
-    job = _Fetch(cache, stage, keys, keep)
+                 block: int | None = None, keep: Callable[[Any], bool] | None = None,
+                 stored_by_compute: bool = False) -> dict[T, Any]:
+    """:func:`fetch` for async code: ``compute`` is awaited (same keys, counts and storing).
+
+    ``stored_by_compute``: ``compute`` puts each value in the cache itself as soon as it has it
+    (model calls, which finish one by one), so the seam only reads and counts.
+    """
+    job = _Fetch(cache, stage, keys, keep, persist=not stored_by_compute)
     for part in job.blocks(block):
         job.store(await compute(part))
     return job.result()
