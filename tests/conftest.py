@@ -27,3 +27,28 @@ def compose_cfg():
 
     yield _compose
     GlobalHydra.instance().clear()
+
+
+@pytest.fixture(scope="session")
+def ci_check_sweep(tmp_path_factory):
+    """``ragsweep -q -m +experiment=ci_check`` run once for the session (2 systems x 4 questions,
+    the real llama.cpp server and offline judge), in its own store, cache and sweep directory.
+
+    The expected-results test checks its numbers and the MLflow UI test browses it: one real sweep
+    serves both, so the suite pays for it once."""
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+
+    root = tmp_path_factory.mktemp("ci_check")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    env = {**os.environ, "RAGSWEEP_CACHE_DIR": str(root / "cache"), "HF_HUB_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1", "RAGSWEEP_MLFLOW_TRACES": "sync", "RAGSWEEP_STATE_DIR": str(root / "state")}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ragsweep.cli", "-q", "-m", "+experiment=ci_check", f"mlflow.tracking_uri={uri}",
+         f"mlflow.artifact_location={root / 'art'}", f"hydra.sweep.dir={root / 'multirun'}"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return SimpleNamespace(root=root, uri=uri, env=env, experiment="ci_check", systems=2, questions=4)

@@ -5,7 +5,6 @@ questions gets NOT SIGNIFICANT, never REPRODUCED."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
@@ -13,15 +12,8 @@ import pytest
 
 
 @pytest.mark.slow
-def test_ci_check_sweep_reproduces_its_expected_results(tmp_path):
-    env = {**os.environ, "RAGSWEEP_CACHE_DIR": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    proc = subprocess.run(
-        [sys.executable, "-m", "ragsweep.cli", "-q", "-m", "+experiment=ci_check", f"mlflow.tracking_uri={uri}",
-         f"mlflow.artifact_location={tmp_path / 'art'}", f"hydra.sweep.dir={tmp_path / 'multirun'}"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+def test_ci_check_sweep_reproduces_its_expected_results(ci_check_sweep, tmp_path):
+    env, uri = ci_check_sweep.env, ci_check_sweep.uri
     report = [sys.executable, "-c", "import sys; from ragsweep.report.cli import main; sys.exit(main(sys.argv[1:]))",
               "--experiment", "ci_check", "--tracking-uri", uri, "--out", str(tmp_path / "report")]
     check = subprocess.run([*report, "--check"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)

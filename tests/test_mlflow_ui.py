@@ -12,8 +12,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
-
 SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "mlflow_ui_check.py"
 CHROMIUM = "/usr/bin/chromium"
 
@@ -31,19 +29,22 @@ _missing = ([] if Path(CHROMIUM).exists() else [f"{CHROMIUM} not installed (apt-
     [] if importlib.util.find_spec("playwright") else ["playwright not installed (pip install -e .[dev])"])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(bool(_missing), reason="; ".join(_missing))
-def test_sweep_is_comparable_question_by_question_in_the_ui(tmp_path):
-    uri = ui.run_sweep(tmp_path / "sweep", limit=3)
+def test_sweep_is_comparable_question_by_question_in_the_ui(ci_check_sweep, tmp_path):
+    """Over the session's real 2-system ci_check sweep (tests/conftest.py), as it came from ragsweep."""
+    uri, exp = ci_check_sweep.uri, ci_check_sweep.experiment
+    n = ci_check_sweep.systems * ci_check_sweep.questions
     lines: list[str] = []
-    shots = ui.check(uri, ui.EXPERIMENT, tmp_path / "shots", CHROMIUM, log=lines.append)
+    shots = ui.check(uri, exp, tmp_path / "shots", CHROMIUM, log=lines.append)
     assert [s.name for s in shots] == ["traces.png", "traces_filtered.png", "eval_table.png", "compare_page.png"]
-    assert any(ln.startswith("traces: 6 questions listed") for ln in lines)
-    assert any(ln.startswith("filter ") and " of 6 questions" in ln for ln in lines)
+    assert any(ln.startswith(f"traces: {n} questions listed") for ln in lines), lines
+    assert any(ln.startswith("filter ") and f" of {n} questions" in ln for ln in lines), lines
     assert any(ln.startswith("compare page: ") for ln in lines)
     from ragsweep import tracking
 
     cl = tracking.client(uri)
-    parent = tracking.load_sweep_runs(cl, ui.EXPERIMENT, None).parent_id
+    parent = tracking.load_sweep_runs(cl, exp, None).parent_id
     logged = {a.path for a in cl.list_artifacts(parent, "ui_check")}
     assert logged == {f"ui_check/{s.name}" for s in shots}
 
