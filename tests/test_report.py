@@ -354,3 +354,18 @@ def test_check_against_expected_results(store, tmp_path, capsys):
     # the command: exit 2 when the config states nothing for this limit
     assert main(["--experiment", "ragchecker_topk", "--tracking-uri", store.uri, "--out", str(tmp_path), "--no-log", "--check"]) == 2
     assert "states no expected results" in capsys.readouterr().err
+
+
+def test_context_window_lines_name_the_systems_whose_prompts_lost_chunks():
+    from types import SimpleNamespace as NS
+
+    from ragsweep.report.cli import context_window_lines
+
+    def run(name, k, dropped, attempted=20):
+        return NS(info=NS(run_name=name), data=NS(params={"top_k": str(k)},
+                                                  metrics={"prompt/chunks_dropped": dropped, "ledger/attempted": attempted}))
+
+    lines = context_window_lines([run("c300", 20, 0), run("c600", 20, 139)])
+    assert len(lines) == 2 and lines[0].startswith("context window (prompt.fit=drop_lowest")
+    assert "c600 dropped 139 retrieved chunk(s)" in lines[1] and "about 13.1 of k=20 per question" in lines[1]
+    assert context_window_lines([run("c300", 20, 0)]) == []

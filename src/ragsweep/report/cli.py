@@ -77,7 +77,30 @@ def extra_lines(client: Any, runs: SweepRuns) -> list[str]:
     except ImportError:
         return []
     found, data = tracking.read_json_artifact(client, runs.parent_id, "degeneracy.json")
-    return list(degenerate.report_lines(data)) + [""] if found and hasattr(degenerate, "report_lines") else []
+    lines = list(degenerate.report_lines(data)) + [""] if found and hasattr(degenerate, "report_lines") else []
+    dropped = context_window_lines(runs.children)
+    return lines + dropped + ([""] if dropped else [])
+
+
+def context_window_lines(children: list[Any]) -> list[str]:
+    """One line per system whose prompts could not hold all k chunks (``prompt/chunks_dropped``):
+    at that point the generator saw fewer chunks than the swept value says, a confound to name."""
+    out = []
+    for r in sorted(children, key=lambda r: r.info.run_name or ""):
+        m, p = r.data.metrics, r.data.params
+        n_drop = m.get("prompt/chunks_dropped") or 0
+        if n_drop <= 0:
+            continue
+        asked = int(m.get("ledger/attempted") or 0)
+        k = p.get("top_k") or p.get("retriever.top_k")
+        line = f"context window: {r.info.run_name} dropped {int(n_drop)} retrieved chunk(s) to fit the generator's context"
+        if asked and k and str(k).isdigit():
+            kept = int(k) - n_drop / asked
+            line += f" (about {kept:.1f} of k={k} per question reached the prompt)"
+        out.append(line + "; its RAGChecker retriever and generator metrics are over the chunks kept, retrieval/* over all k")
+    if out:
+        out.insert(0, "context window (prompt.fit=drop_lowest; raise generator.server.n_ctx, or read the size / k axis with this in mind):")
+    return out
 
 
 @dataclass
