@@ -243,7 +243,8 @@ def directions_markdown(verdicts: Sequence[Verdict], runs: SweepRuns, spec_sourc
         "- SAME DIRECTION, NOT SIGNIFICANT: the observed change goes the expected way (net over the steps) but not "
         "every step is significant: the data cannot tell. The questions column says how many questions a paired test "
         "would need to detect the weakest step's observed difference at 80% power.",
-        "- OPPOSITE DIRECTION, NOT SIGNIFICANT: the observed change goes the other way, not significantly.",
+        "- OPPOSITE DIRECTION, NOT SIGNIFICANT: the observed change goes the other way, not significantly; for "
+        "'barely moves': some step changed by more than ±tol, not significantly (it may move; the data cannot tell).",
         "- NO DATA: the parameter has fewer than two values, a named value is not swept, the metric is missing or "
         "undefined at some level, or the runs have no per-question values.",
         "- " + RULES,
