@@ -287,17 +287,18 @@ def test_real_llamacpp_judge(tmp_path):
         extractor={"_target_": "ragsweep.evaluator.llm_extractor.LLMExtractor", "claim_format": "triplet", "max_tokens": 96},
         checker={"_target_": "ragsweep.evaluator.llm_checker.LLMChecker", "batch_size": 8},
         judge={"server": server, "max_tokens": 192, "timeout_s": 300, "parse_retries": 0},
+        # RAGAS's prompts are tested request by request against the fake server above
         trace_mode="annotator",
-        ragas=True,
+        ragas=False,
         n_questions=1,
     )
     try:
         recs, m = Evaluator(**cfg).evaluate(records, cache=Cache(tmp_path / "cache"))
         assert not server.running  # stopped by the evaluator
         r = recs[0]
-        # 2 extractions + 1 annotation + 2 RAGAS prompts at least; checks only for parsed claims
+        # 2 extractions + 1 annotation at least; checks only for parsed claims
         # (RefChecker's free-text prompts: the 135M model's triplets may not parse)
-        assert m["judge/requests"] >= 5 and m["judge/calls"] >= m["judge/requests"]
+        assert m["judge/requests"] >= 3 and m["judge/calls"] >= m["judge/requests"]
         assert m["judge/prompt_tokens"] > 0
         assert m["judge/parse_failures"] <= m["judge/requests"]
         for field in ("response_claims", "gt_answer_claims"):

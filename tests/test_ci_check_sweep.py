@@ -1,12 +1,20 @@
-"""experiments/mlflow_ui_check.py in a real browser: a finished 2-system sweep (3 questions,
-offline evaluator) served by ``mlflow server`` on 127.0.0.1; Playwright drives the system
-Chromium and asserts that the Traces view lists the questions with their assessments, that a
-filter on a metric narrows them, that the evaluation table shows both runs, and that the compare
-page renders with coloured claims; the screenshots are logged to the sweep's parent run."""
+"""The session's real ci_check sweep (tests/conftest.py: 2 systems x 4 questions, llama.cpp and
+the offline judge), checked twice in one file so that ``pytest -n`` keeps both on the worker that
+ran it (``--dist loadfile``):
+
+- its numbers against the expected results in conf/experiment/ci_check.yaml: a change that silently
+  moves them fails here; and the issue's case: 4 questions get NOT SIGNIFICANT, never REPRODUCED;
+- experiments/mlflow_ui_check.py in a real browser: the sweep served by ``mlflow server`` on
+  127.0.0.1, Playwright driving the system Chromium asserts that the Traces view lists the
+  questions with their assessments, that a filter on a metric narrows them, that the evaluation
+  table shows both runs, and that the compare page renders with coloured claims; the screenshots
+  are logged to the sweep's parent run."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -59,3 +67,16 @@ def test_filter_metric_is_one_that_narrows():
     assert ui._filter_metric(recs) == ("ragchecker/generator/hallucination", 1)
     with pytest.raises(ui.CheckError, match="nothing to filter on"):
         ui._filter_metric([{"metrics": {"f1": 1.0}}])
+
+
+@pytest.mark.slow
+def test_ci_check_sweep_reproduces_its_expected_results(ci_check_sweep, tmp_path):
+    env, uri = ci_check_sweep.env, ci_check_sweep.uri
+    report = [sys.executable, "-c", "import sys; from ragsweep.report.cli import main; sys.exit(main(sys.argv[1:]))",
+              "--experiment", "ci_check", "--tracking-uri", uri, "--out", str(tmp_path / "report")]
+    check = subprocess.run([*report, "--check"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert check.returncode == 0, check.stdout[-3000:] + check.stderr[-3000:]
+    assert "MOVED" not in check.stdout and check.stdout.count("  ok ") >= 10
+    verdicts = json.loads((tmp_path / "report" / "directions.json").read_text())
+    assert [v["verdict"] for v in verdicts] == ["SAME DIRECTION, NOT SIGNIFICANT"]  # 4 questions cannot show it
+    assert verdicts[0]["n"] == 4 and verdicts[0]["p"] > 0.05
