@@ -71,15 +71,13 @@ def judge_text(children: Sequence[Any]) -> str:
 
 
 def extra_lines(client: Any, runs: SweepRuns) -> list[str]:
-    """Lines other parts of ragsweep put beside the verdicts (e.g. the sweep's degeneracy warnings)."""
-    try:
-        from ragsweep import degenerate
-    except ImportError:
-        return []
+    """Lines put beside the verdicts: the sweep's corpus figures and degeneracy warnings, then the
+    systems whose prompts lost chunks to the context window; each block ends with a blank line."""
+    from ragsweep import degenerate
+
     found, data = tracking.read_json_artifact(client, runs.parent_id, "degeneracy.json")
-    lines = list(degenerate.report_lines(data)) + [""] if found and hasattr(degenerate, "report_lines") else []
-    dropped = context_window_lines(runs.children)
-    return lines + dropped + ([""] if dropped else [])
+    blocks = [degenerate.report_lines(data) if found else [], context_window_lines(runs.children)]
+    return [line for block in blocks if block for line in (*block, "")]
 
 
 def context_window_lines(children: list[Any]) -> list[str]:
