@@ -308,13 +308,20 @@ class ManagedServer:
         self._pid_file = process.register(self.state_dir, {
             "pid": self._proc.pid,
             "pgid": self._proc.pid,
+            "start_time": process.start_time(self._proc.pid),
             "owner_pid": os.getpid(),
             "kind": self.kind,
             "argv": argv,
             "base_url": self.base_url,
             "log_path": str(self.log_path),
             "started_at": time.time(),
+            **self.registry_extra(),
         })
+
+    def registry_extra(self) -> dict[str, Any]:
+        """More fields for this server's registry entry (never a secret): vLLM adds its GPUs and
+        memory share, which the next vLLM server started on those GPUs reads."""
+        return {}
 
     def _unregister(self) -> None:
         if self._pid_file is not None:
