@@ -212,6 +212,12 @@ def test_registry_ignores_a_reused_pid(tmp_path):
     (tmp_path / "servers").mkdir()
     (tmp_path / "servers" / "1.json").write_text(json.dumps(entry))
     assert find_orphans(tmp_path) == [] and not list((tmp_path / "servers").glob("*.json"))
+    # another node's entry (a registry in a shared home) is neither judged nor deleted
+    other = {**entry, "start_time": process.start_time(os.getpid()), "host": "another-node"}
+    (tmp_path / "servers" / "2.json").write_text(json.dumps(other))
+    assert find_orphans(tmp_path) == [] and (tmp_path / "servers" / "2.json").exists()
+    (tmp_path / "servers" / "2.json").write_text(json.dumps({**other, "host": process.hostname()}))
+    assert [o["pid"] for o in find_orphans(tmp_path)] == [os.getpid()]  # its owner pid is gone
 
 
 def test_vllm_command_line(monkeypatch):

@@ -309,6 +309,7 @@ class ManagedServer:
             "pid": self._proc.pid,
             "pgid": self._proc.pid,
             "start_time": process.start_time(self._proc.pid),
+            "host": process.hostname(),  # a registry in a shared home holds other nodes' servers too
             "owner_pid": os.getpid(),
             "kind": self.kind,
             "argv": argv,

@@ -244,6 +244,10 @@ def is_registered_process(entry: dict[str, Any]) -> bool:
     return cmd[: len(argv)] == argv or cmd[1 : 1 + len(argv)] == argv
 
 
+def hostname() -> str:
+    return socket.gethostname()
+
+
 def live_servers(state_dir: str | os.PathLike | None = None, clean_stale: bool = True) -> list[dict]:
     """The registry's entries of servers still running (each with ``entry``: its file);
     entries of servers that are gone are deleted (when ``clean_stale``)."""
@@ -254,6 +258,8 @@ def live_servers(state_dir: str | os.PathLike | None = None, clean_stale: bool =
             entry = json.loads(f.read_text())
         except (OSError, json.JSONDecodeError):
             continue
+        if entry.get("host") not in (None, hostname()):
+            continue  # another node's server (a shared home): neither ours to judge nor on our GPUs
         if not is_registered_process(entry):
             if clean_stale:
                 f.unlink(missing_ok=True)
