@@ -121,6 +121,7 @@ def test_sweep_generator_and_vllm_judge_share_one_gpu(fake_vllm, compose_cfg):
         assert sweep.server.gpu_memory_utilization == 0.45 and judge.server.gpu_memory_utilization == 0.45
         assert sorted(c["model"] for c in claims(os.environ["FAKE_VLLM_GPU"]).values()) == ["fake/generator", "fake/judge"]
         assert info["kind"] == "vllm" and judge.server.running and sweep.server.running
+        assert info["api_key_env"] == "VLLM_API_KEY"  # the jobs read the key, if any, from their environment
     finally:
         judge.close()
         sweep.server.stop()
@@ -155,6 +156,33 @@ def test_explicit_shares_that_cannot_fit_name_both_servers(fake_vllm, compose_cf
     fake_vllm.append(third)
     with pytest.raises(GPUMemoryError, match="fake/generator"):
         third.start()
+
+
+def test_parallel_starts_take_their_shares_one_after_the_other(fake_vllm):
+    """Two jobs starting a vLLM server at the same instant: the second sees the first's share
+    (the registry lock) and fails with ragsweep's error naming it, not with vLLM's own."""
+    import threading
+
+    servers = [VLLMServer(model=f"fake/job{i}", gpu_memory_utilization=0.6, startup_timeout_s=20) for i in range(2)]
+    fake_vllm.extend(servers)
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(2)
+
+    def start(srv):
+        barrier.wait()
+        try:
+            srv.start()
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start, args=(s,)) for s in servers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(errors) == 1 and isinstance(errors[0], GPUMemoryError), errors
+    running = [s for s in servers if s.running]
+    assert len(running) == 1 and f"'{running[0].model}'" in str(errors[0])
 
 
 def test_fake_vllm_refuses_like_vllm_when_memory_is_short(fake_vllm):

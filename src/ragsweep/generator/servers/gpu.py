@@ -17,14 +17,16 @@ The rule: **the vLLM servers that ragsweep starts on one GPU share at most** ``T
   the start fails with a ``GPUMemoryError`` that names every server involved, its share and the fix.
 
 Servers that ragsweep did not start (another user's, a notebook's) are not in the registry: vLLM's
-own memory check still reports them. Two servers that start at the same instant may both see
-the GPU free; parallel jobs that each start a vLLM server are best given explicit shares.
+own memory check still reports them. Servers started at the same instant (parallel jobs) take
+their shares one after the other (``registry_lock``), so the second sees the first.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from ragsweep.generator.servers import process
 from ragsweep.generator.servers.errors import GPUMemoryError
@@ -43,6 +45,20 @@ FIX = (
     "evaluator.judge.server.gpu_memory_utilization=0.45), or leave them null so ragsweep splits {total} between "
     "them, or put them on different GPUs (CUDA_VISIBLE_DEVICES, tensor_parallel_size), or run fewer jobs at once"
 )
+
+
+@contextlib.contextmanager
+def registry_lock(state_dir: Any) -> Iterator[None]:
+    """Held from reading the registry until the new server's entry is written: two vLLM servers
+    started at once (parallel jobs) then never both see the GPU free."""
+    folder = process.registry_dir(state_dir) / "servers"
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".gpu.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def devices(env: Mapping[str, str] | None, tensor_parallel_size: int = 1) -> list[str]:

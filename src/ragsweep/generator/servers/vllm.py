@@ -112,6 +112,28 @@ class VLLMServer(ManagedServer):
         # the share of the GPU's memory it starts with, beside the live vLLM servers on its GPUs
         self.gpu_memory_utilization = gpu.resolve(self.model, self.requested_utilization, self.devices, self.state_dir)
 
+    def _start_once(self, port: int) -> None:
+        # the share is decided and registered under one lock: a server started at the same instant
+        # (a parallel job) reads the registry only once this one's entry is in it
+        lock = gpu.registry_lock(self.state_dir)
+        lock.__enter__()
+        self._gpu_lock = lock
+        try:
+            self.gpu_memory_utilization = gpu.resolve(
+                self.model, self.requested_utilization, self.devices, self.state_dir)
+            super()._start_once(port)
+        finally:
+            self._release_gpu_lock()
+
+    def _register(self, argv: list[str]) -> None:
+        super()._register(argv)
+        self._release_gpu_lock()  # before the (long) wait for /health
+
+    def _release_gpu_lock(self) -> None:
+        lock, self._gpu_lock = getattr(self, "_gpu_lock", None), None
+        if lock is not None:
+            lock.__exit__(None, None, None)
+
     def command(self, port: int) -> list[str]:
         head = [self.executable] if self.executable else [sys.executable, "-m", VLLM_MODULE]
         share = self.gpu_memory_utilization if self.gpu_memory_utilization is not None else gpu.TOTAL
