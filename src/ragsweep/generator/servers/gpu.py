@@ -104,13 +104,14 @@ def resolve(model: str, requested: float | None, gpus: Sequence[str], state_dir:
         want, why = f"null (the rest of {TOTAL}: {share:g})", f"less than the {MIN_SHARE} ragsweep gives a server at least"
     else:
         share = float(requested)
-        if held + share <= LIMIT + 1e-9:
+        if held + share <= LIMIT + 1e-9 or not others:  # alone on its GPUs, any share is the user's call
             return share
         want, why = f"{share:g}", f"{held + share:.2f} of the GPU's memory together, more than {LIMIT}"
     raise GPUMemoryError(
         f"the vLLM server for {model!r} (gpu_memory_utilization {want}) cannot start on GPU {','.join(gpus)}: "
         + "; ".join(describe(e) for e in others)
-        + f" already holds {held:g} of it, which leaves {why} (vLLM refuses to start when free memory is "
+        + (" already holds" if len(others) == 1 else "; together they already hold")
+        + f" {held:g} of it, which leaves {why} (vLLM refuses to start when free memory is "
         f"below total x gpu_memory_utilization). Fix: " + FIX.format(limit=LIMIT, total=TOTAL)
     )
 
