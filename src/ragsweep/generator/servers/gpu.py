@@ -101,17 +101,17 @@ def resolve(model: str, requested: float | None, gpus: Sequence[str], state_dir:
         share = round(TOTAL - held, 2)
         if share >= MIN_SHARE:
             return share
-        want, why = f"null (the rest of {TOTAL}: {share:g})", f"less than the {MIN_SHARE} ragsweep gives a server at least"
+        want, why = "null", f"which leaves {max(share, 0):g} of {TOTAL}, less than the {MIN_SHARE} ragsweep gives a server at least"
     else:
         share = float(requested)
         if held + share <= LIMIT + 1e-9 or not others:  # alone on its GPUs, any share is the user's call
             return share
-        want, why = f"{share:g}", f"{held + share:.2f} of the GPU's memory together, more than {LIMIT}"
+        want, why = f"{share:g}", f"so together they would ask for {held + share:.2f} of the GPU's memory, more than {LIMIT}"
     raise GPUMemoryError(
         f"the vLLM server for {model!r} (gpu_memory_utilization {want}) cannot start on GPU {','.join(gpus)}: "
         + "; ".join(describe(e) for e in others)
         + (" already holds" if len(others) == 1 else "; together they already hold")
-        + f" {held:g} of it, which leaves {why} (vLLM refuses to start when free memory is "
+        + f" {held:g} of it, {why} (vLLM refuses to start when free memory is "
         f"below total x gpu_memory_utilization). Fix: " + FIX.format(limit=LIMIT, total=TOTAL)
     )
 
