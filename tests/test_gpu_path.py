@@ -127,16 +127,19 @@ def test_sweep_generator_and_vllm_judge_share_one_gpu(fake_vllm, compose_cfg):
         sweep.server.stop()
 
 
-def test_explicit_shares_that_cannot_fit_name_both_servers(fake_vllm, compose_cfg):
-    from ragsweep.generator.servers.gpu import sweep_share
+def test_explicit_shares_that_cannot_fit_name_both_servers(fake_vllm, compose_cfg, caplog):
+    from ragsweep.sweep import SweepCallback
 
     cfg = vllm_pair(compose_cfg, "generator.server.gpu_memory_utilization=0.9",
                     "evaluator.judge.server.gpu_memory_utilization=0.9")
-    with pytest.raises(GPUMemoryError) as err:  # the sweep fails before it starts anything
-        sweep_share(cfg)
-    msg = str(err.value)
-    assert "'fake/generator'" in msg and "'fake/judge'" in msg and "0.9" in msg
+    sweep = SweepCallback()
+    with caplog.at_level(logging.WARNING):
+        # no server for the sweep: each job starts its generator's and stops it before its judge's
+        assert sweep._start_server(cfg) is None and sweep.server is None
+    msg = caplog.text
+    assert "'fake/generator'" in msg and "'fake/judge'" in msg and "0.9" in msg and "1.80" in msg
     assert "generator.server.gpu_memory_utilization" in msg and "evaluator.judge.server.gpu_memory_utilization" in msg
+    assert "each job starts it and stops it before its judge's server starts" in msg
 
     # the same at start, for servers started apart (parallel jobs): the second names the first
     first = VLLMServer(model="fake/generator", gpu_memory_utilization=0.9, startup_timeout_s=20)

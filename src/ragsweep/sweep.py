@@ -206,8 +206,12 @@ class SweepCallback(Callback):
             log.info("stopped %d model server(s) left behind by an interrupted run: pids %s", len(stopped), stopped)
         from ragsweep.generator.servers.gpu import sweep_share
 
-        # vLLM generator + vLLM judge: the generator leaves room on the GPU for each job's judge server
-        self.server = instantiate(node, **sweep_share(config))
+        # vLLM generator + vLLM judge: the generator leaves room on the GPU for each job's judge server;
+        # None: their shares cannot fit side by side, so each job runs them one after the other
+        share = sweep_share(config)
+        if share is None:
+            return None
+        self.server = instantiate(node, **share)
         self.server.start()
         s = self.server
         return {

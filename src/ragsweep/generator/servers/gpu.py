@@ -12,7 +12,9 @@ The rule: **the vLLM servers that ragsweep starts on one GPU share at most** ``T
   servers of the registry hold on its GPUs (``resolve``), at least ``MIN_SHARE``;
 - a sweep whose generator and LLM judge are both managed vLLM servers with different settings
   starts the generator with half of ``TOTAL`` (``sweep_share``), so the judge's server of every
-  job fits beside it (it takes the other half);
+  job fits beside it (it takes the other half); when explicit shares cannot fit side by side,
+  the sweep keeps no generator server and each job runs its generator's server and then its
+  judge's, one after the other (slower; a WARNING names both servers and the fix);
 - an explicit value is kept, but the shares on a GPU may add up to at most ``LIMIT``: otherwise
   the start fails with a ``GPUMemoryError`` that names every server involved, its share and the fix.
 
@@ -25,11 +27,14 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 from typing import Any, Iterator, Mapping, Sequence
 
 from ragsweep.generator.servers import process
 from ragsweep.generator.servers.errors import GPUMemoryError
+
+log = logging.getLogger(__name__)
 
 #: what the vLLM servers of one GPU share when their utilisation is left to ragsweep (vLLM's
 #: default for a server alone)
@@ -130,12 +135,26 @@ def _plain(node: Any) -> dict:
     return dict(OmegaConf.to_container(node, resolve=True)) if OmegaConf.is_config(node) else dict(node)
 
 
-def sweep_share(config: Any) -> dict[str, float]:
+def sweep_share(config: Any) -> dict[str, float] | None:
     """The keyword arguments the sweep's generator server is built with so that each job's vLLM
     judge fits beside it on the same GPU: ``{"gpu_memory_utilization": TOTAL / 2}`` when the
     generator and the judge are managed vLLM servers with different settings (a judge with the
     generator's very settings talks to the generator's server) and the generator's share is null;
-    ``{}`` otherwise. Explicit shares that cannot fit together fail here, before anything starts."""
+    ``{}`` otherwise.
+
+    None when explicit shares cannot fit together: the sweep then keeps no server of its own, and
+    each job starts the generator's server and stops it before its judge's starts (a run does so),
+    which works but loads the model once per job; a WARNING names both servers, their shares and
+    the fix."""
+    try:
+        return _sweep_share(config)
+    except GPUMemoryError as exc:
+        log.warning("%s\nSo the sweep keeps no generator server: each job starts it and stops it before its "
+                    "judge's server starts (slower: the model loads once per job).", exc)
+        return None
+
+
+def _sweep_share(config: Any) -> dict[str, float]:
     gen = config.generator.get("server") if "generator" in config else None
     ev = config.get("evaluator") or {}
     judge = (ev.get("judge") or {}).get("server") if hasattr(ev, "get") else None
@@ -158,7 +177,8 @@ def sweep_share(config: Any) -> dict[str, float]:
             f"{gu if gu is not None else 'null'}: {gen_share:g}), lives for the whole sweep and each job's LLM judge "
             f"starts another on the same GPU, vLLM for {j.get('model')!r} (evaluator.judge.server."
             f"gpu_memory_utilization {ju if ju is not None else 'null'}: {judge_share:g}): together "
-            f"{gen_share + judge_share:.2f} of the GPU's memory, the judge's server would never start. Fix: "
+            f"{gen_share + judge_share:.2f} of the GPU's memory (more than {LIMIT}): the judge's server could not start "
+            f"beside the generator's. Fix: "
             + FIX.format(limit=LIMIT, total=TOTAL)
         )
     return {"gpu_memory_utilization": gen_share} if gu is None else {}
