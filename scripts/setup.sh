@@ -14,8 +14,9 @@ if [[ -z "${VIRTUAL_ENV:-}" && -z "${CONDA_PREFIX:-}" ]]; then
     echo "setup: using ./.venv (activate it with: . .venv/bin/activate)"
 fi
 python -m pip install --upgrade pip
-# the CPU build of PyTorch, pinned: an open range pulls several GB of CUDA packages
-python -m pip install "torch==2.13.0"
+# PyTorch, pinned (vLLM 0.27.1-0.32 take exactly 2.13.0). On Linux PyPI's 2.13.0 is the CUDA 13 build
+# (~2.4 GiB); RAGSWEEP_TORCH_INDEX=https://download.pytorch.org/whl/cpu installs the CPU wheel instead
+python -m pip install "torch==2.13.0" ${RAGSWEEP_TORCH_INDEX:+--index-url "$RAGSWEEP_TORCH_INDEX"}
 # llama.cpp for any x86-64 CPU with AVX2, keyed by its build flags, never a foreign cached wheel
 python scripts/build_llama_cpp.py
 # everything else (llama-cpp-python is already satisfied, so pip does not build it again)

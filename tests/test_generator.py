@@ -423,4 +423,5 @@ def test_build_client_uses_config_and_sends_key_from_env(compose_cfg, tmp_path, 
         assert body["seed"] == 0
         assert fake.headers[-1]["authorization"] == "Bearer sk-very-secret"
     assert "sk-very-secret" not in caplog.text and "sk-very-secret" not in repr(client)
-    assert client.concurrency == 1 and client.max_retries == 3  # the llamacpp generator config: one request at a time
+    # the llamacpp generator config leaves concurrency to the server's kind: this one is external (8)
+    assert client.concurrency == 8 and client.max_retries == 3

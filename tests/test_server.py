@@ -140,9 +140,10 @@ def test_vllm_command_line():
         max_model_len=16384, extra_args=["--enforce-eager"],
     )
     assert srv.command(8123) == [
-        "vllm", "serve", "Qwen/Qwen2.5-7B-Instruct", "--host", "127.0.0.1", "--port", "8123",
+        sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", "Qwen/Qwen2.5-7B-Instruct",
+        "--host", "127.0.0.1", "--port", "8123",
         "--tensor-parallel-size", "2", "--gpu-memory-utilization", "0.8", "--dtype", "auto",
-        "--max-model-len", "16384", "--enforce-eager",
+        "--max-model-len", "16384", "--generation-config", "vllm", "--enforce-eager",
     ]
     assert srv.model_name == "Qwen/Qwen2.5-7B-Instruct" and srv.context_window == 16384
     assert srv.describe()["tensor_parallel_size"] == 2

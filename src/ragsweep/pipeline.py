@@ -167,6 +167,7 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
                 temperature=float(gen_cfg.temperature),
                 max_tokens=int(gen_cfg.max_tokens),
                 seed=gen_cfg.seed,
+                stop=client.request_defaults.get("stop"),  # generator.stop, validated (a string or a list of them)
             )
             for p in prompts
         ]

@@ -112,7 +112,8 @@ class AttachedServer:
         self.spec = info.get("spec")
         self.cache_identity = info.get("cache_identity") or self.model_name
         self.structured_mode = info.get("structured_mode", "json_schema")
-        self.api_key = api_key
+        env = info.get("api_key_env")  # the key the sweep's server requires, from the job's environment
+        self.api_key = api_key if api_key is not None else (os.environ.get(env) or None if env else None)
 
     def start(self) -> "AttachedServer":
         return self
@@ -203,7 +204,14 @@ class SweepCallback(Callback):
         stopped = srv.stop_orphans()  # e.g. the server of a sweep that was SIGKILLed
         if stopped:
             log.info("stopped %d model server(s) left behind by an interrupted run: pids %s", len(stopped), stopped)
-        self.server = instantiate(node)
+        from ragsweep.generator.servers.gpu import sweep_share
+
+        # vLLM generator + vLLM judge: the generator leaves room on the GPU for each job's judge server;
+        # None: their shares cannot fit side by side, so each job runs them one after the other
+        share = sweep_share(config)
+        if share is None:
+            return None
+        self.server = instantiate(node, **share)
         self.server.start()
         s = self.server
         return {
@@ -218,6 +226,7 @@ class SweepCallback(Callback):
             "model": getattr(s, "model", None),
             "pid": getattr(s, "pid", None),
             "host": socket.gethostname(),  # jobs on other nodes cannot reach its loopback address
+            "api_key_env": getattr(s, "api_key_env", None),  # the variable's name (vLLM: VLLM_API_KEY), never the key
         }
 
     # -- end -------------------------------------------------------------------------------

@@ -102,7 +102,7 @@ class Judge:
         temperature: float = 0.0
         max_tokens: int = 1024  # for the TRACe annotator; extraction/checking set their own
         seed: Any = 0  # int | None
-        concurrency: int = 2
+        concurrency: Any = None  # int | None: None = the server kind's (vLLM 32, llama.cpp 1; servers/defaults.py)
         timeout_s: float = 120.0
         max_retries: int = 3  # HTTP-level retries (429/5xx/timeouts), in the ChatClient
         backoff_s: float = 1.0
@@ -130,6 +130,8 @@ class Judge:
                     raise _bad(name, "must be a number >= 0", v)
             for name, low in (("max_tokens", 1), ("concurrency", 1), ("max_retries", 0), ("parse_retries", 0)):
                 v = getattr(self, name)
+                if v is None and name == "concurrency":
+                    continue  # the server kind's default
                 if isinstance(v, bool) or not isinstance(v, int) or v < low:
                     raise _bad(name, f"must be an integer >= {low}", v)
             if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
@@ -213,6 +215,7 @@ class Judge:
         if self._client is not None:
             return self
         from ragsweep.generator.client import ChatClient
+        from ragsweep.generator.servers.defaults import client_setting
 
         srv = self.server
         if hasattr(srv, "start") and not getattr(srv, "running", False):
@@ -226,7 +229,7 @@ class Judge:
             base_url=srv.base_url,
             model=self.model_name,
             api_key=getattr(srv, "api_key", None),
-            concurrency=cfg.concurrency,
+            concurrency=client_setting("concurrency", cfg.concurrency, srv),
             timeout_s=cfg.timeout_s,
             max_retries=cfg.max_retries,
             backoff_s=cfg.backoff_s,

@@ -65,8 +65,8 @@ class GeneratorConfig:
     temperature: float = 0.0
     max_tokens: int = 256
     seed: Any = 0  # int | None
-    concurrency: int = 4
-    timeout_s: float = 120.0
+    concurrency: Any = None  # int | None: None = the server kind's (servers/defaults.py: vLLM 32, llama.cpp 1)
+    timeout_s: Any = None  # float | None: None = the server kind's (vLLM 300 s, llama.cpp 120 s)
     max_retries: int = 3
     backoff_s: float = 1.0
     max_backoff_s: float = 30.0
@@ -86,12 +86,16 @@ class GeneratorConfig:
             raise bad("temperature", "must be a number >= 0")
         for name, low in (("max_tokens", 1), ("concurrency", 1), ("max_retries", 0)):
             v = getattr(self, name)
+            if v is None and name == "concurrency":
+                continue  # the server kind's default
             if isinstance(v, bool) or not isinstance(v, int) or v < low:
                 raise bad(name, f"must be an integer >= {low}")
         if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
             raise bad("seed", "must be an integer or null")
         for name in ("timeout_s", "backoff_s", "max_backoff_s"):
             v = getattr(self, name)
+            if v is None and name == "timeout_s":
+                continue  # the server kind's default
             if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
                 raise bad(name, "must be a number > 0")
         if self.stop is not None:
@@ -149,13 +153,15 @@ def build_client(
     gen_cfg: Any, server: Any, cache: Any = None, cache_namespace: str = "generation", progress: bool | None = None
 ) -> ChatClient:
     """A ChatClient for a started ``server`` with the sampling settings of ``gen_cfg``."""
+    from ragsweep.generator.servers.defaults import client_setting
+
     cfg = GeneratorConfig.from_config(gen_cfg)
     return ChatClient(
         base_url=server.base_url,
         model=server.model_name,
         api_key=server.api_key,
-        concurrency=cfg.concurrency,
-        timeout_s=cfg.timeout_s,
+        concurrency=client_setting("concurrency", cfg.concurrency, server),
+        timeout_s=client_setting("timeout_s", cfg.timeout_s, server),
         max_retries=cfg.max_retries,
         backoff_s=cfg.backoff_s,
         max_backoff_s=cfg.max_backoff_s,

@@ -4,7 +4,8 @@
   (loads offline); any other string goes to ``SentenceTransformer`` (hub name or local path).
 - Embeddings are L2-normalised float32 (``normalize: true``), so inner product = cosine, and
   searched with ``faiss.IndexFlatIP`` (exact). On ``device: cuda`` with a faiss build that has GPU
-  support the index moves to the GPU; faiss-cpu is enough otherwise.
+  support the index moves to the GPU; faiss-cpu is enough otherwise (``faiss_index``: which one a
+  ``device: cuda`` run uses is logged at WARNING, once).
 - Every text's raw embedding is cached (stage ``"embeddings"``, key = (model id, text)), so only
   texts never seen before are encoded - across chunkers, retrievers and jobs of a sweep. The
   model itself is loaded only when something has to be encoded.
@@ -112,18 +113,12 @@ class DenseRetriever(Retriever):
 
     # -- index / search ---------------------------------------------------------------------
     def _build(self, chunks: list[Chunk], cache: Any) -> None:
-        import faiss
+        from ragsweep.retriever.faiss_index import flat_ip
 
         self._n = len(chunks)
         emb = self.embed([self.config.document_prefix + c.text for c in chunks], cache, desc="embedding chunks")
-        index = faiss.IndexFlatIP(emb.shape[1])
-        if self.device.startswith("cuda") and hasattr(faiss, "StandardGpuResources"):
-            try:
-                self._gpu_res = faiss.StandardGpuResources()
-                gpu = int(self.device.split(":")[1]) if ":" in self.device else 0
-                index = faiss.index_cpu_to_gpu(self._gpu_res, gpu, index)
-            except Exception as exc:  # noqa: BLE001 - fall back to the exact CPU index
-                log.info("faiss GPU index unavailable (%s); using the CPU index", exc)
+        # GPU index on device: cuda with faiss-gpu; which one it is is logged at WARNING, once
+        index, self._gpu_res = flat_ip(emb.shape[1], self.device)
         index.add(emb)
         self._index = index
 

@@ -5,6 +5,8 @@
 - ``managed``: ``ManagedServer``, a server process this process owns (start, health, stop,
   and why it died);
 - ``llamacpp`` (CPU default), ``vllm`` (GPU): the managed servers Hydra builds;
+- ``gpu``: how the vLLM servers of one GPU share its memory (``gpu_memory_utilization``);
+- ``defaults``: the client settings (concurrency, timeout) that go with each kind of server;
 - ``external``: any OpenAI-compatible endpoint, no process;
 - ``errors``: the ``ServerError`` family.
 

@@ -27,3 +27,7 @@ class MissingAPIKeyError(ServerError):
 
 class ModelFileNotFoundError(ServerError, FileNotFoundError):
     pass
+
+
+class GPUMemoryError(ServerError):
+    """The vLLM servers on one GPU would ask for more memory than it has."""

@@ -1,7 +1,7 @@
 """``ManagedServer``: a local OpenAI-compatible server process that this process owns.
 
 It runs a command on loopback in its own process group, logs its output to a file, waits for
-``GET /v1/models`` to answer, and stops the whole group (SIGTERM, then SIGKILL after
+``GET <health_path>`` to answer (``/v1/models``; vLLM: ``/health``, which no API key guards), and stops the whole group (SIGTERM, then SIGKILL after
 ``stop_grace_s``) on ``stop()``, on context-manager exit, at interpreter exit, and when this
 process gets SIGINT/SIGTERM (the previous handlers are then called, so Ctrl-C still raises
 KeyboardInterrupt and SIGTERM still ends the process with its conventional status).
@@ -308,13 +308,21 @@ class ManagedServer:
         self._pid_file = process.register(self.state_dir, {
             "pid": self._proc.pid,
             "pgid": self._proc.pid,
+            "start_time": process.start_time(self._proc.pid),
+            "host": process.hostname(),  # a registry in a shared home holds other nodes' servers too
             "owner_pid": os.getpid(),
             "kind": self.kind,
             "argv": argv,
             "base_url": self.base_url,
             "log_path": str(self.log_path),
             "started_at": time.time(),
+            **self.registry_extra(),
         })
+
+    def registry_extra(self) -> dict[str, Any]:
+        """More fields for this server's registry entry (never a secret): vLLM adds its GPUs and
+        memory share, which the next vLLM server started on those GPUs reads."""
+        return {}
 
     def _unregister(self) -> None:
         if self._pid_file is not None:

@@ -213,28 +213,68 @@ def _cmdline(pid: int) -> list[str] | None:
         return None
 
 
-def find_orphans(state_dir: str | os.PathLike | None = None, clean_stale: bool = True) -> list[dict]:
-    """Registered servers still running although the process that started them is gone.
+def start_time(pid: int) -> int | None:
+    """When ``pid`` started, in clock ticks since boot (``/proc/PID/stat`` field 22): with the pid,
+    it names one process for good (a reused pid has another start time); None without /proc."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
 
-    Entries of servers that are no longer running are deleted (when ``clean_stale``). A
-    server counts only if its command line still matches the registered one (pid reuse).
-    """
+
+def is_registered_process(entry: dict[str, Any]) -> bool:
+    """Whether the registry ``entry`` still names a running process (not a reused pid).
+
+    The entry's ``start_time`` decides when it has one: a server may rewrite its command line
+    (vLLM names its processes), and a console script's command line starts with the interpreter
+    (``python /venv/bin/vllm serve ...``), so the argv it was started with is only a fallback,
+    matched at the start of the command line or right after the interpreter."""
+    pid = int(entry.get("pid", -1))
+    if pid <= 0 or not pid_alive(pid):
+        return False
+    started = entry.get("start_time")
+    if started is not None:
+        now = start_time(pid)
+        return now is None or now == int(started)
+    argv = list(entry.get("argv") or [])
+    cmd = _cmdline(pid)
+    if not cmd or not argv:
+        return False
+    return cmd[: len(argv)] == argv or cmd[1 : 1 + len(argv)] == argv
+
+
+def hostname() -> str:
+    return socket.gethostname()
+
+
+def live_servers(state_dir: str | os.PathLike | None = None, clean_stale: bool = True) -> list[dict]:
+    """The registry's entries of servers still running (each with ``entry``: its file);
+    entries of servers that are gone are deleted (when ``clean_stale``)."""
     folder = registry_dir(state_dir) / "servers"
-    orphans = []
+    out = []
     for f in sorted(folder.glob("*.json")):
         try:
             entry = json.loads(f.read_text())
         except (OSError, json.JSONDecodeError):
             continue
-        pid = int(entry.get("pid", -1))
-        cmd = _cmdline(pid) if pid > 0 and pid_alive(pid) else None
-        if not cmd or cmd[: len(entry.get("argv", []))] != entry.get("argv"):
+        if entry.get("host") not in (None, hostname()):
+            continue  # another node's server (a shared home): neither ours to judge nor on our GPUs
+        if not is_registered_process(entry):
             if clean_stale:
                 f.unlink(missing_ok=True)
             continue
-        if not pid_alive(int(entry.get("owner_pid", -1))):
-            orphans.append({**entry, "entry": str(f)})
-    return orphans
+        out.append({**entry, "entry": str(f)})
+    return out
+
+
+def find_orphans(state_dir: str | os.PathLike | None = None, clean_stale: bool = True) -> list[dict]:
+    """Registered servers still running although the process that started them is gone.
+
+    Entries of servers that are no longer running are deleted (when ``clean_stale``). A
+    server counts only if it is the very process registered (``is_registered_process``).
+    """
+    return [e for e in live_servers(state_dir, clean_stale) if not pid_alive(int(e.get("owner_pid", -1)))]
 
 
 def stop_orphans(state_dir: str | os.PathLike | None = None, grace_s: float = 10.0) -> list[int]:

@@ -1,0 +1,32 @@
+"""The client settings that go with a kind of server, used where the config leaves them null.
+
+``generator.concurrency``, ``generator.timeout_s`` and ``evaluator.judge.concurrency`` are
+``null`` in the shipped configs: the values then follow the server, whichever way it was
+selected (``generator=vllm``, ``server@generator.server=vllm``, ``server@evaluator.judge.server=vllm``).
+vLLM's continuous batching is what makes it fast, so it gets 32 requests in flight; llama-cpp-python's
+server answers one request at a time (a second one waiting beside it halves its decoding speed).
+A number set in the config always wins.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: kind -> {"concurrency", "timeout_s"}
+CLIENT_DEFAULTS: dict[str, dict[str, Any]] = {
+    "llamacpp": {"concurrency": 1, "timeout_s": 120.0},
+    "vllm": {"concurrency": 32, "timeout_s": 300.0},
+    "external": {"concurrency": 8, "timeout_s": 120.0},
+}
+#: a server of another kind (a ManagedServer subclass of the user's)
+FALLBACK: dict[str, Any] = {"concurrency": 4, "timeout_s": 120.0}
+
+
+def client_defaults(server: Any) -> dict[str, Any]:
+    """The defaults for ``server`` (anything with a ``kind``; a sweep's attached server too)."""
+    return dict(CLIENT_DEFAULTS.get(str(getattr(server, "kind", "") or ""), FALLBACK))
+
+
+def client_setting(name: str, configured: Any, server: Any) -> Any:
+    """``configured`` unless it is None, else the server kind's default for ``name``."""
+    return configured if configured is not None else client_defaults(server)[name]
