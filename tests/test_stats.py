@@ -21,7 +21,9 @@ def test_exact_sign_flip_p_matches_the_hand_count_for_n6():
 def test_sign_flip_p_is_one_for_no_difference_and_small_for_a_clear_one():
     assert stats.sign_flip_p([0.0] * 8) == (1.0, True)
     p, exact = stats.sign_flip_p([0.5] * 30)
-    assert not exact and p < 0.001
+    assert exact and p == pytest.approx(2 / 2**30)
+    p, exact = stats.sign_flip_p([0.5] * 40)
+    assert not exact and p == pytest.approx(1 / (stats.RANDOM_FLIPS + 1))
 
 
 def test_sign_flip_p_is_calibrated_under_the_null():
