@@ -226,11 +226,11 @@ def decide_rung(entries: Sequence[Entry], *, keep: int, alpha: float = 0.05, hig
     out: list[Decision] = []
     if ranked:
         best = ranked[0]
-        shared = {q: best.values[q] for q in qs}  # type: ignore[index]
+        best_row = [float(best.values[q]) for q in qs]  # type: ignore[index]
         out.append(Decision(best.system, best.run_id, means[best.system], n_of[best.system], 1, 0.0, None, None, "best",
                             best.cost))
         for e in ranked[1:]:
-            t = stats.paired(shared, {q: e.values[q] for q in qs}) if qs else None  # type: ignore[index]
+            raw = stats.sign_flip_p([float(e.values[q]) - b for q, b in zip(qs, best_row)])[0] if qs else None  # type: ignore[index]
             # competition ranking: systems with the same mean share a rank, so a tie at the
             # cut-off is never broken by the systems' names
             rank = 1 + sum(1 for o in ranked if sign * means[o.system] > sign * means[e.system] + 1e-12)
@@ -246,7 +246,7 @@ def decide_rung(entries: Sequence[Entry], *, keep: int, alpha: float = 0.05, hig
                 what = "promoted"
             out.append(Decision(e.system, e.run_id, means[e.system], n_of[e.system], rank,
                                 means[e.system] - means[best.system] if qs else None,
-                                t.p if t is not None else None, pa if math.isfinite(pa) else None, what, e.cost))
+                                raw, pa if math.isfinite(pa) else None, what, e.cost))
     for e in failed:
         out.append(Decision(e.system, e.run_id, float("nan"), 0, None, None, None, None, "dropped:failed", e.cost))
     return out
