@@ -7,8 +7,8 @@ Every aggregate ragsweep shows is a mean over questions; its uncertainty is the 
 - :func:`paired`: two runs compared over the questions both scored (finite in both, matched by
   question id): mean difference ``b - a``, its paired percentile-bootstrap interval, and the p-value
   of a two-sided paired sign-flip permutation test of mean zero (:func:`sign_flip_p`: exact - all
-  2^n sign patterns, counted by meeting in the middle - for n <= 30, else 199,999 seeded random
-  flips, so the smallest p is 5e-6).
+  2^n sign patterns, counted by meeting in the middle - for n <= 30, else up to 199,999 seeded
+  random flips, or Hoeffding's bound on the exact p where that is below their floor of 5e-6).
 - :func:`equivalence_p` / :func:`beyond_p`: the sign-flip tests of "|mean| <= tol" (two one-sided
   tests, TOST) and of "|mean| > tol" that decide "barely moves".
 - :func:`holm`: Holm's step-down adjustment of the p-values of one report.
@@ -171,7 +171,8 @@ def sign_flip_p(diffs: Sequence[float], *, alternative: str = "two-sided", seed:
     ``alternative``: "two-sided" (share of sign patterns with |sum s_i |d_i|| >= |sum d_i|),
     "greater" (sum s|d| >= sum d) or "less" (sum s|d| <= sum d). Exact for n <= EXACT_MAX_N; above,
     up to ``flips`` seeded random patterns with the observed one counted, p = (hits + 1) / (flips + 1),
-    or hits / patterns drawn once STOP_HITS patterns reached the observed statistic.
+    or hits / patterns drawn once STOP_HITS patterns reached the observed statistic; when Hoeffding's
+    bound on the exact p is already below 1 / (flips + 1), that bound, with no pattern drawn.
     Ties are judged within REL_TOL of sum |d| (the scale of the differences, not an absolute 1e-12)."""
     if alternative not in ("two-sided", "greater", "less"):
         raise ValueError(f"alternative must be two-sided, greater or less, not {alternative!r}")
@@ -186,6 +187,13 @@ def sign_flip_p(diffs: Sequence[float], *, alternative: str = "two-sided", seed:
     obs, eps = float(d.sum()), REL_TOL * scale
     if n <= EXACT_MAX_N:
         return _count_exact(m, obs, eps, alternative) / 2.0 ** n, True
+    # Hoeffding: P(sum s_i |d_i| >= t) <= exp(-t^2 / (2 sum d_i^2)) bounds the exact p from above;
+    # below the random flips' floor it is the p (a valid, conservative one) and no flip is drawn
+    t = {"greater": obs, "less": -obs}.get(alternative, abs(obs)) - eps
+    if t > 0:
+        bound = (1 if alternative != "two-sided" else 2) * math.exp(-t * t / (2 * float(np.sum(m * m))))
+        if bound <= 1 / (flips + 1):
+            return bound, False
     hits, drawn = _count_random(m, obs, eps, alternative, flips, seed)
     if hits >= STOP_HITS:  # stopped early: p = hits / patterns drawn (sequential Monte Carlo)
         return min(1.0, hits / drawn), False
