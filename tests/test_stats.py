@@ -21,7 +21,12 @@ def test_exact_sign_flip_p_matches_the_hand_count_for_n6():
 def test_sign_flip_p_is_one_for_no_difference_and_small_for_a_clear_one():
     assert stats.sign_flip_p([0.0] * 8) == (1.0, True)
     p, exact = stats.sign_flip_p([0.5] * 30)
-    assert not exact and p < 0.001
+    assert exact and p == pytest.approx(2 / 2**30)
+    p, exact = stats.sign_flip_p([0.5] * 40)  # Hoeffding's bound 2 exp(-40 / 2), below the flips' floor
+    assert not exact and p == pytest.approx(2 * math.exp(-20)) and p < 1 / (stats.RANDOM_FLIPS + 1)
+    d = [0.5] * 30 + [-0.5] * 10  # p ~ 0.002: random flips, seeded
+    p, exact = stats.sign_flip_p(d)
+    assert not exact and p == stats.sign_flip_p(d)[0] and 0.001 < p < 0.004
 
 
 def test_sign_flip_p_is_calibrated_under_the_null():

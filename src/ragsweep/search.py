@@ -10,10 +10,11 @@
 - :class:`SearchCallback` (hydra.callbacks.ragsweep_search in config.yaml's experiment or on the
   command line) sets ``hydra/sweeper=optuna``'s direction(s) from the objectives, and NSGA-II
   for several objectives, unless the command line sets them.
-- :func:`decide_rung`: successive-halving promotion with paired statistics: a system is dropped
-  when it is significantly worse than the rung's best (paired sign-flip test, Holm-adjusted
-  within the rung) or ranked out (below the best ``keep`` fraction); every other system is
-  promoted.
+- :func:`decide_rung`: successive-halving promotion with paired statistics: the systems are ranked
+  by their means over the questions they all scored; a system is dropped when it is significantly
+  worse than the rung's best (comparison with the best, :func:`ragsweep.stats.best_p`: at most
+  alpha chance of dropping any of k tied systems) or ranked out (below the best ``keep`` fraction);
+  every other system is promoted.
 """
 
 from __future__ import annotations
@@ -61,20 +62,28 @@ def direction(name: str) -> str:
     return "maximize" if higher_is_better(name) else "minimize"
 
 
-def _usable(rec: Mapping[str, Any]) -> bool:
-    return "error" not in rec and not rec.get("failure")
+def _voided(rec: Mapping[str, Any], metric: Any, name: str) -> bool:
+    """Whether a failure voids metric ``name`` for this record: a failed generation voids every
+    metric that reads the answer (retrieval metrics still count: retrieval did not fail); a failed
+    judge voids only the metrics that need the judge, and those are undefined (NaN) by their own
+    reading of the judge's missing output - baselines against the ground truth and retrieval
+    metrics still count. The same rule as the run's ledger (:mod:`ragsweep.ledger`)."""
+    from ragsweep import ledger
+
+    family = getattr(metric, "family", None) or name.split("/", 1)[0]
+    return ledger.excluded(rec, family)
 
 
 def per_question(records: Iterable[Mapping[str, Any]], name: str) -> dict[str, float]:
-    """``{query_id: value}`` of metric ``name`` over the scored records (failed work left out;
-    NaN where the metric is undefined). Read from ``rec["metrics"]`` when there, else computed
-    by the metric registry's per-question function."""
+    """``{query_id: value}`` of metric ``name`` over the records (NaN where the metric is undefined;
+    a record whose failed stage voids the metric, see :func:`_voided`, left out). Read from ``rec["metrics"]`` when
+    there, else computed by the metric registry's per-question function."""
     from ragsweep.metrics import registry
 
     metric = registry.find(name)
     out: dict[str, float] = {}
     for rec in records:
-        if not _usable(rec):
+        if _voided(rec, metric, name):  # left out, as a question the run never scored
             continue
         value = (rec.get("metrics") or {}).get(name)
         if value is None and metric is not None and metric.per_question is not None:
@@ -159,12 +168,12 @@ class Entry:
 class Decision:
     system: str
     run_id: str | None
-    mean: float
-    n: int
+    mean: float  # over the questions every compared system scored (its own questions when none are shared)
+    n: int  # those questions (finite values only)
     rank: int | None
     diff_vs_best: float | None
-    p: float | None
-    p_holm: float | None
+    p: float | None  # paired sign-flip p against the best (for reading; not what decides)
+    p_adj: float | None  # comparison-with-the-best p (:func:`ragsweep.stats.best_p`): what decides
     decision: str  # best | promoted | tied | dropped:worse | dropped:ranked_out | dropped:failed
     cost: dict[str, float] = field(default_factory=dict)
 
@@ -174,29 +183,59 @@ def _mean(values: Mapping[str, float]) -> float:
     return sum(xs) / len(xs) if xs else float("nan")
 
 
+def _finite(v: Any) -> bool:
+    return v is not None and math.isfinite(float(v))
+
+
+def shared_questions(entries: Sequence[Entry]) -> list[str]:
+    """The questions every entry scored (finite value), in the first entry's order."""
+    if not entries:
+        return []
+    first = entries[0].values or {}
+    return [q for q, v in first.items() if _finite(v) and all(_finite((e.values or {}).get(q)) for e in entries[1:])]
+
+
 def decide_rung(entries: Sequence[Entry], *, keep: int, alpha: float = 0.05, higher_is_better: bool = True,
-                final: bool = False) -> list[Decision]:
-    """Rank the rung's systems by mean objective; test each against the best (paired, Holm within
-    the rung). Not final: the best and every system ranked within ``keep`` that is not
-    significantly worse are promoted. Final: the best and the systems tied with it (not
-    significantly different after Holm) are marked ``best`` / ``tied``."""
-    from ragsweep.stats import holm, paired
+                final: bool = False, permutations: int | None = None, seed: int = 0) -> list[Decision]:
+    """Rank the rung's systems by their mean over the questions they all scored, and compare each
+    with the best by :func:`ragsweep.stats.best_p` (comparison with the best: at most ``alpha``
+    chance of dropping any system when all are tied). Not final: the best and every system ranked
+    within ``keep`` that is not significantly worse than the best are promoted. Final: the best
+    and the systems not significantly worse are marked ``best`` / ``tied``. Without a question
+    every system scored, systems are ranked by their own means and none is dropped as worse."""
+    import numpy as np
+
+    from ragsweep import stats
 
     ok = [e for e in entries if e.values is not None and math.isfinite(_mean(e.values))]
     failed = [e for e in entries if e not in ok]
     sign = 1.0 if higher_is_better else -1.0
-    ranked = sorted(ok, key=lambda e: (-sign * _mean(e.values), e.system))
+    qs = shared_questions(ok)
+    if qs:
+        mat = np.asarray([[float(e.values[q]) for q in qs] for e in ok])  # type: ignore[index]
+        means = {e.system: float(row.mean()) for e, row in zip(ok, mat)}
+        p_best = stats.best_p(sign * mat, permutations=permutations or stats.PERMUTATIONS, seed=seed) \
+            if len(ok) > 1 else np.ones(len(ok))
+        p_adj = {e.system: float(p) for e, p in zip(ok, p_best)}
+        n_of = {e.system: len(qs) for e in ok}
+    else:  # nothing shared: no paired comparison is possible
+        means = {e.system: _mean(e.values) for e in ok}  # type: ignore[arg-type]
+        p_adj = {e.system: float("nan") for e in ok}
+        n_of = {e.system: sum(1 for v in e.values.values() if _finite(v)) for e in ok}  # type: ignore[union-attr]
+    ranked = sorted(ok, key=lambda e: (-sign * means[e.system], e.system))
     out: list[Decision] = []
     if ranked:
         best = ranked[0]
-        tests = [paired(best.values, e.values) for e in ranked[1:]]
-        adj = holm([t.p for t in tests])
-        out.append(Decision(best.system, best.run_id, _mean(best.values), len(best.values), 1, 0.0, None, None, "best", best.cost))
-        for e, t, ph in zip(ranked[1:], tests, adj):
+        best_row = [float(best.values[q]) for q in qs]  # type: ignore[index]
+        out.append(Decision(best.system, best.run_id, means[best.system], n_of[best.system], 1, 0.0, None, None, "best",
+                            best.cost))
+        for e in ranked[1:]:
+            raw = stats.sign_flip_p([float(e.values[q]) - b for q, b in zip(qs, best_row)])[0] if qs else None  # type: ignore[index]
             # competition ranking: systems with the same mean share a rank, so a tie at the
             # cut-off is never broken by the systems' names
-            rank = 1 + sum(1 for o in ranked if sign * _mean(o.values) > sign * _mean(e.values) + 1e-12)
-            worse = math.isfinite(ph) and ph < alpha and sign * t.diff < 0
+            rank = 1 + sum(1 for o in ranked if sign * means[o.system] > sign * means[e.system] + 1e-12)
+            pa = p_adj[e.system]
+            worse = math.isfinite(pa) and pa < alpha
             if final:
                 what = "dropped:worse" if worse else "tied"
             elif worse:
@@ -205,7 +244,9 @@ def decide_rung(entries: Sequence[Entry], *, keep: int, alpha: float = 0.05, hig
                 what = "dropped:ranked_out"
             else:
                 what = "promoted"
-            out.append(Decision(e.system, e.run_id, _mean(e.values), t.n, rank, t.diff, t.p, ph, what, e.cost))
+            out.append(Decision(e.system, e.run_id, means[e.system], n_of[e.system], rank,
+                                means[e.system] - means[best.system] if qs else None,
+                                raw, pa if math.isfinite(pa) else None, what, e.cost))
     for e in failed:
         out.append(Decision(e.system, e.run_id, float("nan"), 0, None, None, None, None, "dropped:failed", e.cost))
     return out
@@ -237,13 +278,16 @@ def rungs_markdown(rungs: Sequence[Mapping[str, Any]]) -> str:
     for r in rungs:
         ds = r["decisions"]
         get = (lambda d, k: d[k]) if ds and isinstance(ds[0], dict) else (lambda d, k: getattr(d, k))
+
+        def p_adj(d: Any) -> Any:  # rungs.json written before comparison with the best held "p_holm"
+            return d.get("p_adj", d.get("p_holm")) if isinstance(d, dict) else d.p_adj
         kept = sum(1 for d in ds if get(d, "decision") in ("best", "promoted", "tied"))
         lines += [f"### Rung {r['rung']}: {r['limit']} questions, {len(ds)} systems, {kept} kept"
                   + (" (final)" if r.get("final") else f" (keep at most {r.get('keep')})"), "",
-                  "| rank | system | mean | n | diff vs best | p (Holm) | decision |", "|---|---|---|---|---|---|---|"]
+                  "| rank | system | mean | n | diff vs best | p (vs best, MCB) | decision |", "|---|---|---|---|---|---|---|"]
         for d in ds:
             f = lambda x, nd=3: "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.{nd}f}"  # noqa: E731
             lines.append(f"| {get(d, 'rank') or '-'} | {get(d, 'system')} | {f(get(d, 'mean'))} | {get(d, 'n')} | "
-                         f"{f(get(d, 'diff_vs_best'))} | {f(get(d, 'p_holm'))} | {get(d, 'decision')} |")
+                         f"{f(get(d, 'diff_vs_best'))} | {f(p_adj(d))} | {get(d, 'decision')} |")
         lines.append("")
     return "\n".join(lines)

@@ -6,11 +6,15 @@ Every aggregate ragsweep shows is a mean over questions; its uncertainty is the 
   over questions (B = 2,000 resamples, ``scipy.stats.bootstrap``) and the count ``n``.
 - :func:`paired`: two runs compared over the questions both scored (finite in both, matched by
   question id): mean difference ``b - a``, its paired percentile-bootstrap interval, and the p-value
-  of a two-sided paired sign-flip permutation test of mean zero (``scipy.stats.permutation_test``;
-  exact - all 2^n sign patterns - for n <= 16, else 9,999 random flips).
+  of a two-sided paired sign-flip permutation test of mean zero (:func:`sign_flip_p`: exact - all
+  2^n sign patterns, counted by meeting in the middle - for n <= 30, else up to 199,999 seeded
+  random flips, or Hoeffding's bound on the exact p where that is below their floor of 5e-6).
+- :func:`equivalence_p` / :func:`beyond_p`: the sign-flip tests of "|mean| <= tol" (two one-sided
+  tests, TOST) and of "|mean| > tol" that decide "barely moves".
 - :func:`holm`: Holm's step-down adjustment of the p-values of one report.
 - :func:`n_for_power`: questions a paired test would need to detect the observed mean difference
-  at 80% power (normal approximation: n = ((z_{1-a/2} + z_{power}) * sd / |d|)^2).
+  at 80% power (normal approximation), never fewer than the test needs to reach alpha at all
+  (:func:`min_n`).
 
 The formulas and a worked example are in ``docs/statistics.md``.
 """
@@ -26,8 +30,16 @@ import numpy as np
 CONFIDENCE = 0.95
 RESAMPLES = 2000
 SEED = 0
-EXACT_MAX_N = 16  # 2^16 sign patterns: the permutation p-value is exact up to here
-RANDOM_FLIPS = 9999
+#: the sign-flip p is exact (all 2^n sign patterns) up to here: two halves of 2^15 partial sums each
+EXACT_MAX_N = 30
+#: random sign patterns above EXACT_MAX_N: the smallest p is 1 / (RANDOM_FLIPS + 1) = 5e-6, far below
+#: alpha / m for the few hundred comparisons of a report (0.05 / 500 = 1e-4)
+RANDOM_FLIPS = 199_999
+#: random sign patterns stop once this many reached the observed statistic (p then >= ~0.003)
+STOP_HITS = 500
+_CHUNK = 1 << 14  # sign patterns (or half-sums) handled at once: memory stays under a few MB
+#: ties in the test statistic are judged relative to the scale of the differences (sum |d|)
+REL_TOL = 1e-9
 METHOD = "percentile bootstrap"
 
 
@@ -99,26 +111,125 @@ def interval(values: Iterable[float], *, confidence: float = CONFIDENCE, n_resam
     return Interval(float(x.mean()), low, high, int(x.size), confidence)
 
 
-def sign_flip_p(diffs: Sequence[float], *, seed: int = SEED) -> tuple[float, bool]:
-    """Two-sided p-value of mean(diffs) = 0 by flipping signs; (p, exact)."""
+# -- the sign-flip test ---------------------------------------------------------------------------
+def _half_sums(a: np.ndarray) -> np.ndarray:
+    """All 2^len(a) signed sums sum_i s_i a_i, sorted."""
+    sums = np.zeros(1)
+    for x in a:
+        sums = np.concatenate((sums + x, sums - x))
+    return np.sort(sums)
+
+
+def _count_exact(m: np.ndarray, obs: float, eps: float, alternative: str) -> int:
+    """Number of sign patterns s with sum s_i m_i >= obs - eps ("greater"), <= obs + eps ("less"),
+    or |sum| >= |obs| - eps ("two-sided"); m >= 0. The sum splits into two halves of at most 2^15
+    partial sums each; for every left sum the right sums that reach the bound are found by binary
+    search, in chunks."""
+    h = m.size // 2
+    left, right = _half_sums(m[:h]), _half_sums(m[h:])
+    total = 0
+    for start in range(0, left.size, _CHUNK):
+        s1 = left[start:start + _CHUNK]
+        if alternative == "greater":
+            total += int(right.size * s1.size - np.searchsorted(right, obs - eps - s1, side="left").sum())
+        elif alternative == "less":
+            total += int(np.searchsorted(right, obs + eps - s1, side="right").sum())
+        else:
+            bound = abs(obs) - eps
+            if bound <= 0:
+                return 2 ** m.size
+            hi = right.size * s1.size - np.searchsorted(right, bound - s1, side="left").sum()
+            lo = np.searchsorted(right, -bound - s1, side="right").sum()
+            total += int(hi + lo)
+    return total
+
+
+def _count_random(m: np.ndarray, obs: float, eps: float, alternative: str, flips: int, seed: int) -> tuple[int, int]:
+    """(hits, patterns drawn): seeded random sign patterns in chunks, stopping early once
+    STOP_HITS patterns reached the observed statistic (Besag & Clifford's sequential Monte Carlo
+    p-value: a large p needs few patterns; only a small one needs them all)."""
+    rng = np.random.default_rng(seed)
+    hits, done = 0, 0
+    while done < flips and hits < STOP_HITS:
+        k = min(max(256, (1 << 20) // m.size), flips - done)  # at most ~1M signs (8 MB) at once
+        signs = (rng.random((k, m.size)) < 0.5) * 2.0 - 1.0
+        s = signs @ m
+        if alternative == "greater":
+            hits += int(np.count_nonzero(s >= obs - eps))
+        elif alternative == "less":
+            hits += int(np.count_nonzero(s <= obs + eps))
+        else:
+            hits += int(np.count_nonzero(np.abs(s) >= abs(obs) - eps))
+        done += k
+    return hits, done
+
+
+def sign_flip_p(diffs: Sequence[float], *, alternative: str = "two-sided", seed: int = SEED,
+                flips: int = RANDOM_FLIPS) -> tuple[float, bool]:
+    """p-value of mean(diffs) = 0 by flipping signs; (p, exact).
+
+    ``alternative``: "two-sided" (share of sign patterns with |sum s_i |d_i|| >= |sum d_i|),
+    "greater" (sum s|d| >= sum d) or "less" (sum s|d| <= sum d). Exact for n <= EXACT_MAX_N; above,
+    up to ``flips`` seeded random patterns with the observed one counted, p = (hits + 1) / (flips + 1),
+    or hits / patterns drawn once STOP_HITS patterns reached the observed statistic; when Hoeffding's
+    bound on the exact p is already below 1 / (flips + 1), that bound, with no pattern drawn.
+    Ties are judged within REL_TOL of sum |d| (the scale of the differences, not an absolute 1e-12)."""
+    if alternative not in ("two-sided", "greater", "less"):
+        raise ValueError(f"alternative must be two-sided, greater or less, not {alternative!r}")
     d = finite(diffs)
     n = int(d.size)
     if n == 0:
         return float("nan"), True
-    if np.all(d == 0):
+    m = np.abs(d)
+    scale = float(m.sum())
+    if scale == 0:
         return 1.0, True
-    exact = n <= EXACT_MAX_N
-    if exact:  # all 2^n sign patterns, by hand: cheap and independent of scipy's bookkeeping
-        signs = ((np.arange(2**n)[:, None] >> np.arange(n)) & 1) * 2 - 1
-        stats = np.abs(signs @ d) / n
-        observed = abs(d.mean())
-        return float(np.mean(stats >= observed - 1e-12 * max(1.0, observed))), True
-    from scipy.stats import permutation_test
+    obs, eps = float(d.sum()), REL_TOL * scale
+    if n <= EXACT_MAX_N:
+        return _count_exact(m, obs, eps, alternative) / 2.0 ** n, True
+    # Hoeffding: P(sum s_i |d_i| >= t) <= exp(-t^2 / (2 sum d_i^2)) bounds the exact p from above;
+    # below the random flips' floor it is the p (a valid, conservative one) and no flip is drawn
+    t = {"greater": obs, "less": -obs}.get(alternative, abs(obs)) - eps
+    if t > 0:
+        bound = (1 if alternative != "two-sided" else 2) * math.exp(-t * t / (2 * float(np.sum(m * m))))
+        if bound <= 1 / (flips + 1):
+            return bound, False
+    hits, drawn = _count_random(m, obs, eps, alternative, flips, seed)
+    if hits >= STOP_HITS:  # stopped early: p = hits / patterns drawn (sequential Monte Carlo)
+        return min(1.0, hits / drawn), False
+    return (hits + 1) / (drawn + 1), False
 
-    res = permutation_test((d,), lambda x, axis=-1: np.mean(x, axis=axis), permutation_type="samples",
-                           n_resamples=RANDOM_FLIPS, alternative="two-sided", vectorized=True,
-                           random_state=np.random.default_rng(seed))
-    return float(res.pvalue), False
+
+def min_n(alpha: float = 0.05, *, sided: int = 2) -> int:
+    """The fewest questions at which the exact sign-flip test can give p < alpha at all: the
+    smallest p is 2 / 2^n two-sided, 1 / 2^n one-sided (6 and 5 questions at alpha 0.05)."""
+    n = 1
+    while sided / 2.0 ** n >= alpha:
+        n += 1
+    return n
+
+
+def equivalence_p(diffs: Sequence[float], tol: float, *, seed: int = SEED) -> float:
+    """TOST p of "|mean(diffs)| < tol": the larger of the one-sided sign-flip p of mean(d - tol) < 0
+    and of mean(d + tol) > 0. Below alpha only when both shifted tests reject; its smallest value is
+    1 / 2^n (so never below 0.05 with fewer than 5 questions)."""
+    d = finite(diffs)
+    if d.size == 0 or not tol > 0:
+        return float("nan") if d.size == 0 else 1.0
+    lo = sign_flip_p(d - tol, alternative="less", seed=seed)[0]
+    hi = sign_flip_p(d + tol, alternative="greater", seed=seed)[0]
+    return max(lo, hi)
+
+
+def beyond_p(diffs: Sequence[float], tol: float, *, seed: int = SEED) -> float:
+    """p of "|mean(diffs)| > tol": twice the smaller of the one-sided sign-flip p of mean(d - tol) > 0
+    and of mean(d + tol) < 0 (the side is not chosen in advance)."""
+    d = finite(diffs)
+    if d.size == 0:
+        return float("nan")
+    up = sign_flip_p(d - tol, alternative="greater", seed=seed)[0]
+    down = sign_flip_p(d + tol, alternative="less", seed=seed)[0]
+    return min(1.0, 2 * min(up, down))
 
 
 def common(a: Mapping[str, float], b: Mapping[str, float]) -> list[str]:
@@ -156,21 +267,62 @@ def holm(pvalues: Sequence[float]) -> list[float]:
     return out
 
 
-def n_for_power(diffs: Sequence[float], *, alpha: float = 0.05, power: float = 0.8) -> int | None:
-    """Questions needed to detect mean(diffs) at ``power`` (two-sided ``alpha``); None when the
-    observed difference is zero or its spread unknown."""
+def n_for_power(diffs: Sequence[float], *, alpha: float = 0.05, power: float = 0.8, sided: int = 2) -> int | None:
+    """Questions needed to detect mean(diffs) at ``power`` (``sided``-sided ``alpha``): the normal
+    approximation n = ((z_{1-alpha/sided} + z_power) * sd / |mean|)^2, never below :func:`min_n` (the
+    fewest questions at which the test can reach alpha; also the answer when sd = 0). None when the
+    observed difference is zero (no finite n detects it) or fewer than two differences are known."""
     from scipy.stats import norm
 
     d = finite(diffs)
     if d.size < 2:
         return None
     effect, sd = abs(float(d.mean())), float(d.std(ddof=1))
-    if effect == 0 or not math.isfinite(sd):
+    if abs(float(d.sum())) <= REL_TOL * float(np.abs(d).sum()) or not math.isfinite(sd):
         return None
+    floor = min_n(alpha, sided=sided)
     if sd == 0:
-        return int(d.size)
-    z = norm.ppf(1 - alpha / 2) + norm.ppf(power)
-    return int(math.ceil((z * sd / effect) ** 2))
+        return floor
+    z = norm.ppf(1 - alpha / sided) + norm.ppf(power)
+    return max(floor, int(math.ceil((z * sd / effect) ** 2)))
+
+
+#: random within-question permutations of the systems in :func:`best_p` (smallest p 1e-4)
+PERMUTATIONS = 9999
+
+
+def best_p(values: np.ndarray, *, permutations: int = PERMUTATIONS, seed: int = SEED) -> np.ndarray:
+    """Comparison with the best: for each of k systems (rows of ``values``, k x n, higher is better,
+    every question scored by every system), the p-value of "no other system is better":
+    p_i = (1 + #{b : R_b >= max_{j != i} mean_j - mean_i}) / (B + 1), where R_b is the range
+    (max - min) of the k system means after permuting the systems' values independently within
+    every question (B = ``permutations`` seeded random permutations).
+
+    Dropping every system with p_i < alpha drops one or more systems with probability at most
+    alpha when all k systems are tied (their values exchangeable within each question): any drop
+    needs the observed range to exceed the null range's 1 - alpha quantile. The best system's p is 1."""
+    x = np.asarray(values, dtype=float)
+    k, n = x.shape
+    means = x.mean(axis=1)
+    if k < 2 or n == 0:
+        return np.ones(k)
+    order = np.sort(means)
+    other_best = np.where(means == order[-1], order[-2], order[-1])  # max over the other systems
+    gaps = other_best - means
+    eps = REL_TOL * max(1.0, float(np.abs(x).sum()) / n)
+    rng = np.random.default_rng(seed)
+    hits = np.zeros(k, dtype=np.int64)
+    chunk = max(1, (1 << 20) // max(1, k * n))
+    done = 0
+    while done < permutations:
+        b = min(chunk, permutations - done)
+        idx = np.argsort(rng.random((b, k, n)), axis=1)
+        pm = np.take_along_axis(np.broadcast_to(x, (b, k, n)), idx, axis=1).mean(axis=2)
+        ranges = pm.max(axis=1) - pm.min(axis=1)
+        hits += (ranges[:, None] >= gaps[None, :] - eps).sum(axis=0)
+        done += b
+    p = (hits + 1) / (permutations + 1)
+    return np.where(gaps > eps, p, 1.0)
 
 
 def diffs(a: Mapping[str, float], b: Mapping[str, float]) -> list[float]:

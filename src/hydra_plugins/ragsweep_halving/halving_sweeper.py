@@ -3,8 +3,10 @@
 Rung ``i`` runs every surviving system with ``<fidelity>=rungs[i]`` (by default
 ``dataset.limit``: 20 -> 60 -> 180 questions), through the configured launcher, as ordinary
 child runs of the sweep's parent run. After each rung :func:`ragsweep.search.decide_rung` keeps
-the systems that are neither significantly worse than the rung's best (paired test, Holm within
-the rung) nor ranked out (below ``ceil(keep * n)``). Per-question values come back in each job's
+the systems that are neither significantly worse than the rung's best (comparison with the best
+over the questions every system of the rung scored: a permutation test of the range of the
+system means, which drops any of k tied systems with probability at most ``alpha``) nor ranked
+out (below ``ceil(keep * n)``). Per-question values come back in each job's
 return value (or, for a system a resumed sweep skipped, from its ``records.json``).
 
 Every rung's decisions go to the parent run: the artifact ``rungs.json``, the tag

@@ -17,7 +17,8 @@ of sample the offline judge agrees with people about as well as token F1 does
   stopwords dropped; counted with repetition) that occur anywhere in the retrieved context (all
   chunks). No ground truth needed.
 
-NaN where undefined: a failed record (a key ``error`` or ``failure`` with a value), an empty
+NaN where undefined: a record whose generation failed (``error``, or ``failure`` at stage
+"generation"; a failed judge leaves them defined: they need no judge), an empty
 response (no token after normalisation), no ground truth (the first two), no retrieved context
 or no content word in the response (the third).
 """
@@ -98,8 +99,11 @@ def context_overlap(response: str, contexts: Sequence[str]) -> float:
 
 
 def failed(record: Mapping[str, Any]) -> bool:
-    """A record whose generation (or any work on it) failed: excluded from scoring."""
-    return any(record.get(k) not in (None, "", {}, []) for k in ("error", "failure"))
+    """A record whose generation failed (``error``, or ``failure`` at the generation stage): there
+    is no answer to score. A failed judge does not void the baselines: they need no judge."""
+    from ragsweep.ledger import generation_failure
+
+    return generation_failure(record) is not None
 
 
 def _gt(record: Mapping[str, Any]) -> str | None:

@@ -39,17 +39,21 @@ class Verdict:
     paper: str = ""
     note: str = ""
     values: list[list[Any]] = field(default_factory=list)  # [[param value, mean, ci_low, ci_high, n], ...]
-    p: float | None = None  # the weakest step's Holm-adjusted p
+    p: float | None = None  # the deciding step's Holm-adjusted p (the weakest; for CONTRADICTED the strongest contradiction)
     n: int | None = None  # the fewest questions any step was paired over
-    n_needed: int | None = None  # questions to detect the weakest step's observed effect at 80% power
+    n_needed: int | None = None  # questions to detect the deciding step's observed effect at 80% power
     steps: list[dict[str, Any]] = field(default_factory=list)
     kind: str = ""
     tol: float = 0.0
+    no_finite_n: bool = False  # the limiting step's difference is zero: no number of questions would show it
     comparisons: list[Any] = field(default_factory=list, repr=False)  # paired.Comparison, not serialised
 
     def line(self) -> str:
         obs = f"{self.observed}: " if self.observed else ""
-        stat = f" (p={p_text(self.p)}, n={self.n}" + (f", ~{self.n_needed} questions for 80% power" if self.n_needed and self.verdict in (SAME_NS, OPPOSITE_NS) else "") + ")" if self.p is not None else ""
+        power = power_text(self)
+        power = "" if power == "-" else (", no finite n for 80% power" if power == "no finite n"
+                                         else f", ~{power} questions for 80% power")
+        stat = f" (p={p_text(self.p)}, n={self.n}{power})" if self.p is not None else ""
         why = f" ({self.detail})" if self.detail and self.verdict == NO_DATA else ""
         paper = f" [paper: {self.paper}]" if self.paper else ""
         return f"{self.metric}: {obs}{self.expected} — {self.verdict}{stat}{why}{paper}"
@@ -126,7 +130,8 @@ def check_direction(df, d: dict[str, Any], records: Mapping[str, Any] | None = N
         return v
 
     def comp(a: Any, b: Any):
-        return compare(metric, value_label(param, a), levels[a], value_label(param, b), levels[b])
+        return compare(metric, value_label(param, a), levels[a], value_label(param, b), levels[b],
+                       tol=tol if kind == "flat" else None)
 
     if kind in ("increasing", "decreasing", "flat"):
         v.comparisons = [comp(a, b) for a, b in zip(values, values[1:])]
@@ -158,23 +163,28 @@ def decide(v: Verdict, alpha: float = ALPHA) -> Verdict:
     sign = -1.0 if v.kind in ("decreasing", "lower_for") else 1.0
     comps = v.comparisons
     v.steps = [{"comparison": f"{c.a} -> {c.b}", "diff": c.result.diff, "ci_low": c.result.low, "ci_high": c.result.high,
-                "n": c.result.n, "p": c.result.p, "p_holm": c.p_adj, "n_for_80pct_power": c.n_needed} for c in comps]
+                "n": c.result.n, "p": c.result.p, "p_holm": c.p_adj, "n_for_80pct_power": c.n_needed,
+                "test": {"within": f"TOST |mean| < {v.tol:g}", "beyond": f"|mean| > {v.tol:g}"}.get(c.hypothesis or "", "mean = 0")}
+               for c in comps]
     v.n = min(c.result.n for c in comps)
-    sig = [c.p_adj < alpha for c in comps]
+    sig = [math.isfinite(c.p_adj) and c.p_adj < alpha for c in comps]
     if v.kind == "flat":
-        inside = [abs(c.result.low) <= v.tol and abs(c.result.high) <= v.tol for c in comps]
-        moved = [s and abs(c.result.diff) > v.tol for c, s in zip(comps, sig)]
-        if all(inside):
+        # each step's p tests the hypothesis on the side of tol it lies on (paired.compare):
+        # "within" = TOST of |mean| < tol, "beyond" = |mean| > tol; both Holm-adjusted with the report
+        within = [s and c.hypothesis == "within" for c, s in zip(comps, sig)]
+        beyond = [s and c.hypothesis == "beyond" for c, s in zip(comps, sig)]
+        if all(within):
             v.verdict = REPRODUCED
-            v.detail = f"every step's 95% CI within ±{v.tol:g}"
-        elif any(moved):
+            v.detail = f"every step within ±{v.tol:g} by the equivalence test (TOST, Holm p < {alpha:g})"
+        elif any(beyond):
             v.verdict = CONTRADICTED
+            v.detail = f"a step beyond ±{v.tol:g}, significantly (Holm p < {alpha:g})"
         elif all(abs(c.result.diff) <= v.tol for c in comps):
             v.verdict = SAME_NS
-            v.detail = f"steps within ±{v.tol:g} but their intervals are wider"
+            v.detail = f"steps within ±{v.tol:g} but not significantly (equivalence test)"
         else:
             v.verdict = OPPOSITE_NS
-        weakest = max(comps, key=lambda c: c.p_adj if v.verdict != REPRODUCED else 0)
+        decisive = within if v.verdict == REPRODUCED else beyond if v.verdict == CONTRADICTED else None
     else:
         right = [sign * c.result.diff > 0 for c in comps]
         if all(r and s for r, s in zip(right, sig)):
@@ -184,10 +194,36 @@ def decide(v: Verdict, alpha: float = ALPHA) -> Verdict:
         else:
             net = sum(sign * c.result.diff for c in comps) if v.kind in ("increasing", "decreasing") else min(sign * c.result.diff for c in comps)
             v.verdict = SAME_NS if net > 0 else OPPOSITE_NS
-        weakest = max(comps, key=lambda c: c.p_adj)
-    v.p = weakest.p_adj
-    v.n_needed = weakest.n_needed
+        decisive = ([(not r) and s and c.result.diff != 0 for r, s, c in zip(right, sig, comps)]
+                    if v.verdict == CONTRADICTED else None)
+    if decisive is not None and v.verdict == CONTRADICTED:
+        # the p shown is the strongest contradicting step's: the evidence the verdict rests on
+        step = min((c for c, d in zip(comps, decisive) if d), key=lambda c: c.p_adj)
+    else:
+        step = weakest(comps)
+    v.p = step.p_adj
+    v.n_needed = step.n_needed
+    v.no_finite_n = step.n_needed is None and step.result.n > 0 and v.verdict in (SAME_NS, OPPOSITE_NS)
     return v
+
+
+def weakest(comps: Sequence[Any]) -> Any:
+    """The limiting step: the largest Holm p; among equal p, the one that would need the most
+    questions (an undefined power n - a zero difference, which no finite n detects - counts as
+    the most)."""
+    def key(c: Any) -> tuple[float, float]:
+        p = c.p_adj if math.isfinite(c.p_adj) else math.inf
+        return (p, math.inf if c.n_needed is None else float(c.n_needed))
+
+    return max(comps, key=key)
+
+
+def power_text(v: Verdict) -> str:
+    if v.verdict not in (SAME_NS, OPPOSITE_NS):
+        return "-"
+    if v.n_needed:
+        return str(v.n_needed)
+    return "no finite n" if v.no_finite_n else "-"
 
 
 def directions_markdown(verdicts: Sequence[Verdict], runs: SweepRuns, spec_source: str, judge: str = "",
@@ -204,7 +240,7 @@ def directions_markdown(verdicts: Sequence[Verdict], runs: SweepRuns, spec_sourc
         out += [f"Judge: {judge}", ""]
     out += list(extra)
     if verdicts:
-        out += ["| metric | vs | expected | observed: mean [95% CI] (n) per level | verdict | p (Holm, weakest step) | n | questions for 80% power | paper | note |",
+        out += ["| metric | vs | expected | observed: mean [95% CI] (n) per level | verdict | p (Holm, deciding step) | n | questions for 80% power | paper | note |",
                 "|---|---|---|---|---|---|---|---|---|---|"]
         for v in verdicts:
             obs = "; ".join(
@@ -212,20 +248,20 @@ def directions_markdown(verdicts: Sequence[Verdict], runs: SweepRuns, spec_sourc
             ) or v.observed
             if v.verdict == NO_DATA and v.detail:
                 obs = f"{obs} — {v.detail}" if obs else v.detail
-            power = str(v.n_needed) if v.n_needed and v.verdict in (SAME_NS, OPPOSITE_NS) else "-"
+            power = power_text(v)
             out.append("| " + " | ".join(_md_cell(x) for x in (
                 v.metric, v.param, v.expected, obs, f"**{v.verdict}**", p_text(v.p) if v.p is not None else "-",
                 v.n if v.n is not None else "-", power, v.paper, v.note)) + " |")
         out += ["", "Summary: " + ", ".join(f"{counts[k]} {k.lower()}" for k in VERDICTS) + "."]
         stepped = [v for v in verdicts if v.steps]
         if stepped:
-            out += ["", "### Steps", "", "| metric | step | B - A | 95% CI | n | p | p (Holm) |", "|---|---|---|---|---|---|---|"]
+            out += ["", "### Steps", "", "| metric | step | B - A | 95% CI | n | test | p | p (Holm) |", "|---|---|---|---|---|---|---|---|"]
             for v in stepped:
                 for st in v.steps:
                     out.append("| " + " | ".join(_md_cell(x) for x in (
                         v.metric, st["comparison"], f"{st['diff']:+.3g}",
                         f"[{st['ci_low']:+.3g}, {st['ci_high']:+.3g}]" if math.isfinite(st["ci_low"]) else "n/a",
-                        st["n"], p_text(st["p"]), p_text(st["p_holm"]))) + " |")
+                        st["n"], st.get("test", "mean = 0"), p_text(st["p"]), p_text(st["p_holm"]))) + " |")
     else:
         out.append("No paper directions in the sweep spec.")
     out += [
@@ -238,11 +274,17 @@ def directions_markdown(verdicts: Sequence[Verdict], runs: SweepRuns, spec_sourc
         "- Each step (consecutive levels for increasing / decreasing / barely moves; the named level against each "
         "other one for higher for / lower for) is a paired comparison over the questions both levels scored.",
         f"- REPRODUCED: every step goes the expected way and is significant (Holm-adjusted p < {ALPHA}); for "
-        "'barely moves', every step's 95% interval lies within ±tol (default 2% of the scale).",
-        "- CONTRADICTED: some step goes the other way, significantly.",
+        "'barely moves', every step is shown within ±tol (default 2% of the scale) by an equivalence test (two "
+        "one-sided sign-flip tests, TOST), Holm-adjusted with the rest. No verdict but NO DATA or NOT SIGNIFICANT "
+        f"is possible below {stats.min_n(ALPHA)} questions ({stats.min_n(ALPHA, sided=1)} for 'barely moves'): the "
+        "test cannot reach alpha there.",
+        "- CONTRADICTED: some step goes the other way, significantly; for 'barely moves', some step is shown "
+        "beyond ±tol (test of |mean| > tol, Holm-adjusted), not merely different from 0.",
         "- SAME DIRECTION, NOT SIGNIFICANT: the observed change goes the expected way (net over the steps) but not "
-        "every step is significant: the data cannot tell. The questions column says how many questions a paired test "
-        "would need to detect the weakest step's observed difference at 80% power.",
+        "every step is significant: the data cannot tell. p, n and the questions column are the deciding step's: for "
+        "CONTRADICTED the most significant contradicting step, otherwise the weakest (the "
+        "largest Holm p; among equal p, the one needing the most questions): how many questions a paired test "
+        "would need to detect its observed difference at 80% power, 'no finite n' when that difference is zero.",
         "- OPPOSITE DIRECTION, NOT SIGNIFICANT: the observed change goes the other way, not significantly; for "
         "'barely moves': some step changed by more than ±tol, not significantly (it may move; the data cannot tell).",
         "- NO DATA: the parameter has fewer than two values, a named value is not swept, the metric is missing or "

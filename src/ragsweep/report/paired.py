@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from ragsweep import stats
@@ -35,7 +35,26 @@ def records_of(client: Any, run_id: str) -> list[dict[str, Any]] | None:
     if not found:
         return None
     recs = data.get("results") if isinstance(data, dict) else data
-    return recs if isinstance(recs, list) else None
+    if not isinstance(recs, list):
+        return None
+    check_unique_ids(recs, f"run {run_id}")
+    return recs
+
+
+def check_unique_ids(records: Sequence[dict[str, Any]], where: str) -> None:
+    """Refuse records with a repeated ``query_id``: paired by question id, one would silently
+    replace the other."""
+    seen: dict[str, int] = {}
+    for i, r in enumerate(records):
+        q = str(r.get("query_id", i))
+        seen[q] = seen.get(q, 0) + 1
+    dup = [q for q, c in seen.items() if c > 1]
+    if dup:
+        from ragsweep.report.frame import ReportError
+
+        raise ReportError(f"{where}: records.json has {len(dup)} repeated query_id(s) ({', '.join(dup[:5])}"
+                          f"{', ...' if len(dup) > 5 else ''}); per-question values are paired by query_id, so each "
+                          "question must appear once - re-run the system or remove the duplicate records")
 
 
 def record_value(rec: dict[str, Any], metric: str) -> float:
@@ -68,6 +87,7 @@ def run_values(records: Sequence[dict[str, Any]] | None, metric: str) -> PerQues
 
     if not records:
         return None
+    check_unique_ids(records, "records")
     known = any(metric in (r.get("scores") or {}) for r in records)
     m = find(metric)
     if not known and (m is None or m.per_question is None):
@@ -124,6 +144,10 @@ class Comparison:
     b: str
     result: stats.Paired
     n_needed: int | None = None
+    #: for "barely moves" (``tol`` set): which hypothesis ``result.p`` tests - "within" (TOST of
+    #: |mean| < tol) or "beyond" (|mean| > tol); None: the two-sided test of mean 0
+    hypothesis: str | None = None
+    tol: float | None = None
 
     @property
     def p_adj(self) -> float:
@@ -147,9 +171,22 @@ def p_text(p: float | None) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def compare(metric: str, a_label: str, a: PerQuestion, b_label: str, b: PerQuestion) -> Comparison:
+def compare(metric: str, a_label: str, a: PerQuestion, b_label: str, b: PerQuestion,
+            tol: float | None = None) -> Comparison:
+    """``b - a`` paired over the common questions. With ``tol`` (a "barely moves" step) the p is
+    the equivalence test's (TOST, "within ±tol") when |diff| <= tol, else the test of |mean| > tol;
+    the questions for 80% power are those to show the step on the side of tol it lies on."""
     res = stats.paired(a, b)
-    return Comparison(metric, a_label, b_label, res, stats.n_for_power(stats.diffs(a, b)))
+    d = stats.diffs(a, b)
+    if tol is None:
+        return Comparison(metric, a_label, b_label, res, stats.n_for_power(d))
+    if res.n == 0:
+        return Comparison(metric, a_label, b_label, res, None, "within", tol)
+    within = abs(res.diff) <= tol
+    p = stats.equivalence_p(d, tol) if within else stats.beyond_p(d, tol)
+    side = 1.0 if res.diff >= 0 else -1.0  # the nearer margin
+    need = stats.n_for_power([x - side * tol for x in d], sided=1 if within else 2)
+    return Comparison(metric, a_label, b_label, replace(res, p=p), need, "within" if within else "beyond", tol)
 
 
 def adjust(comparisons: Iterable[Comparison]) -> None:
@@ -217,7 +254,11 @@ RULES = (
     "Paired over questions: B - A is the mean of the per-question differences over the n questions both "
     f"scored (a failed or undefined question is in neither). 95% CI: {stats.METHOD} of that mean "
     f"(B={stats.RESAMPLES}, seed {stats.SEED}). p: two-sided paired sign-flip permutation test of mean 0 "
-    f"(exact over all 2^n sign patterns for n <= {stats.EXACT_MAX_N}, else {stats.RANDOM_FLIPS} random flips), "
+    f"(exact over all 2^n sign patterns for n <= {stats.EXACT_MAX_N}, else up to {stats.RANDOM_FLIPS:,} seeded "
+    f"random flips, smallest p {1 / (stats.RANDOM_FLIPS + 1):.0e}); for a 'barely moves' step, the equivalence test "
+    "(TOST) of |mean| < tol when the step lies within ±tol, else the test of |mean| > tol; "
     "Holm-adjusted over every comparison of this report. n for 80% power: questions a paired test at alpha "
-    "0.05 would need to detect the observed difference (normal approximation). See docs/statistics.md."
+    "0.05 would need to detect the observed difference (normal approximation, never fewer than the test needs "
+    f"to reach alpha at all: {stats.min_n()} questions two-sided); 'no finite n' when the difference is zero. "
+    "See docs/statistics.md."
 )
