@@ -1,4 +1,4 @@
-"""The report's quality-vs-cost section: Pareto front, intervals, tie set with the best (Holm)."""
+"""The report's quality-vs-cost section: Pareto front, intervals, tie set with the best (comparison with the best)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def test_front_intervals_and_tie_set(tmp_path):
     }
     pts = {p.run_id: p for p in points(runs, recs, "ragchecker/overall/f1", "cost/calls")[0]}
     assert pts["b"].best and pts["b"].on_front and pts["a"].on_front
-    assert not pts["c"].on_front and pts["c"].tied and pts["c"].p_holm >= 0.05
+    assert not pts["c"].on_front and pts["c"].tied and pts["c"].p_adj >= 0.05
     assert not pts["a"].tied and not pts["d"].tied and not pts["d"].on_front
     assert pts["b"].low < pts["b"].mean < pts["b"].high and pts["b"].n == 40
     assert pts["a"].cost == 10.0  # cost/calls computed from generator/judge calls when not logged
@@ -53,3 +53,24 @@ def test_only_the_final_rung_is_compared_and_missing_records_fall_back_to_the_ag
     assert not next(p for p in pts if not p.best).tied
     md, _ = pareto_section(runs, {}, "ragchecker/overall/f1", "cost/calls", tmp_path)
     assert "compared: the 2 at dataset.limit=4" in md
+
+
+def test_the_best_is_chosen_over_the_questions_every_system_scored():
+    # A scores 0.5 on q0-q9 and failed q10-q19 (null), B scores 0.6 on q0-q9 and 0.2 on q10-q19:
+    # over its own questions A's mean (0.5) beats B's (0.4), but B is better on every shared question
+    runs = [_run("a", 1, 10), _run("b", 2, 10)]
+    a = [{"query_id": f"q{i}", "metrics": {"ragchecker/overall/f1": 0.5 if i < 10 else None}} for i in range(20)]
+    b = [{"query_id": f"q{i}", "metrics": {"ragchecker/overall/f1": 0.6 if i < 10 else 0.2}} for i in range(20)]
+    pts = {p.run_id: p for p in points(runs, {"a": a, "b": b}, "ragchecker/overall/f1", "cost/calls")[0]}
+    assert pts["b"].best and not pts["a"].best
+    assert not pts["a"].tied and pts["a"].p_adj < 0.05
+
+
+def test_identical_systems_are_all_tied_with_the_best():
+    # eight systems with exactly the same per-question values: none may be called worse
+    rng = np.random.default_rng(1)
+    vals = rng.uniform(0, 100, 12)
+    runs = [_run(f"s{i}", i + 1, 10 + i) for i in range(8)]
+    recs = {f"s{i}": _records(vals) for i in range(8)}
+    pts = points(runs, recs, "ragchecker/overall/f1", "cost/calls")[0]
+    assert sum(p.best for p in pts) == 1 and all(p.tied for p in pts)

@@ -8,9 +8,10 @@
   served made no call and cost nothing;
 - the front: systems no other system beats on both (quality at least as good and cost no higher,
   one strictly);
-- the tie set: the best system (by mean quality) and every system whose paired difference to it
-  (sign-flip test over common questions, :func:`ragsweep.stats.paired`) is not significant after
-  Holm's correction over all comparisons with the best.
+- the tie set: the best system (by mean quality over the questions every compared system scored)
+  and every system that comparison with the best (:func:`ragsweep.stats.best_p`, a permutation
+  test of the range of the system means) does not find worse at alpha: when all systems are tied,
+  the chance of calling any of them worse is at most alpha (the rule halving uses).
 
 When the children ran different numbers of questions (a successive-halving sweep: one child per
 rung), only those at the largest ``dataset.limit`` are compared: the final rung.
@@ -39,7 +40,7 @@ class Point:
     on_front: bool = False
     tied: bool = False
     best: bool = False
-    p_holm: float | None = None
+    p_adj: float | None = None  # comparison-with-the-best p (stats.best_p)
 
 
 def _metrics(run: Any) -> dict[str, float]:
@@ -76,7 +77,7 @@ def points(children: Sequence[Any], records_by_run: Mapping[str, Sequence[Mappin
            higher_is_better: bool = True, alpha: float = ALPHA) -> tuple[list[Point], str]:
     """The compared systems with their front / tie flags, and a note on what was compared."""
     from ragsweep.search import per_question
-    from ragsweep.stats import holm, interval, paired
+    from ragsweep.stats import interval
 
     note = ""
     limits = {_params(c).get("dataset.limit") for c in children}
@@ -113,15 +114,34 @@ def points(children: Sequence[Any], records_by_run: Mapping[str, Sequence[Mappin
         p.on_front = math.isfinite(p.cost) and not any(
             q is not p and math.isfinite(q.cost) and sign * q.mean >= sign * p.mean and q.cost <= p.cost
             and (sign * q.mean > sign * p.mean or q.cost < p.cost) for q in pts)
-    best = max(pts, key=lambda p: (sign * p.mean, -p.cost if math.isfinite(p.cost) else -math.inf))
-    best.best = best.tied = True
-    others = [p for p in pts if p is not best]
-    tests = [paired(best.values, p.values) if best.values and p.values else None for p in others]
-    adj = holm([t.p if t is not None else float("nan") for t in tests])
-    for p, t, ph in zip(others, tests, adj):
-        p.p_holm = ph if math.isfinite(ph) else None
-        p.tied = t is not None and math.isfinite(ph) and ph >= alpha
+    _tie_set(pts, sign, alpha)
     return pts, note
+
+
+def _tie_set(pts: list[Point], sign: float, alpha: float) -> None:
+    """Mark the best system and the systems tied with it. With per-question values for every
+    system, the best is the highest mean over the questions all of them scored and a system is
+    tied unless comparison with the best (:func:`ragsweep.stats.best_p`) drops it at ``alpha``;
+    otherwise (a run without records) the best is the highest logged mean and nothing is tied."""
+    import numpy as np
+
+    from ragsweep.search import shared_questions
+    from ragsweep.stats import best_p
+
+    qs = shared_questions(pts) if all(p.values for p in pts) else []  # type: ignore[arg-type]
+    if qs and len(pts) > 1:
+        mat = np.asarray([[float(p.values[q]) for q in qs] for p in pts])  # type: ignore[index]
+        shared = sign * mat.mean(axis=1)
+        order = sorted(range(len(pts)), key=lambda i: (-shared[i], pts[i].cost if math.isfinite(pts[i].cost) else math.inf))
+        ps = best_p(sign * mat)
+        best = pts[order[0]]
+        for p, pv in zip(pts, ps):
+            p.p_adj = float(pv) if p is not best else None
+            p.tied = p is best or float(pv) >= alpha
+    else:
+        best = max(pts, key=lambda p: (sign * p.mean, -p.cost if math.isfinite(p.cost) else -math.inf))
+        best.tied = True
+    best.best = True
 
 
 def _fmt(x: float | None, nd: int = 2) -> str:
@@ -175,14 +195,14 @@ def pareto_section(children: Sequence[Any], records_by_run: Mapping[str, Sequenc
     if note:
         lines += [f"Note: {note}.", ""]
     tied = [p for p in pts if p.tied]
-    lines += [f"Best: **{next(p.label for p in pts if p.best)}**. Statistically tied with it (paired sign-flip test, "
-              f"Holm over {len(pts) - 1} comparisons, alpha {ALPHA}): {len(tied) - 1} system(s)"
+    lines += [f"Best: **{next(p.label for p in pts if p.best)}**. Statistically tied with it ("
+              f"comparison with the best over the questions all scored, alpha {ALPHA}): {len(tied) - 1} system(s)"
               + (": " + "; ".join(p.label for p in tied if not p.best) if len(tied) > 1 else "") + ".", "",
-              "| system | mean | 95% interval | n | cost | Pareto | tied with best | p (Holm) |", "|---|---|---|---|---|---|---|---|"]
+              "| system | mean | 95% interval | n | cost | Pareto | tied with best | p (vs best, MCB) |", "|---|---|---|---|---|---|---|---|"]
     sign = 1.0 if higher_is_better else -1.0
     for p in sorted(pts, key=lambda p: (-sign * p.mean, p.cost)):
         lines.append(f"| {p.label} | {_fmt(p.mean)} | [{_fmt(p.low)}, {_fmt(p.high)}] | {p.n} | {_fmt(p.cost, 1)} | "
-                     f"{'yes' if p.on_front else ''} | {'best' if p.best else ('yes' if p.tied else '')} | {_fmt(p.p_holm, 3)} |")
+                     f"{'yes' if p.on_front else ''} | {'best' if p.best else ('yes' if p.tied else '')} | {_fmt(p.p_adj, 3)} |")
     lines += ["", f"Cost as logged: work served from the sweep's cache made no call and cost nothing.", ""]
     path = draw(pts, objective, cost, Path(out_dir or ".") / "fig_pareto.png")
     return "\n".join(lines), path
