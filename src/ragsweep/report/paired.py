@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from ragsweep import stats
+from ragsweep.labels import hook as _labels_hook
 from ragsweep.report.frame import _same, fmt, metric_scale, value_label, values_of
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,9 @@ def run_values(records: Sequence[dict[str, Any]] | None, metric: str) -> PerQues
     m = find(metric)
     if not known and (m is None or m.per_question is None):
         return None
-    return {str(r.get("query_id", i)): record_value(r, metric) for i, r in enumerate(records)}
+    from ragsweep.labels.hook import with_human  # human labels, where attached (issue 25: PPI)
+
+    return with_human(records, metric, {str(r.get("query_id", i)): record_value(r, metric) for i, r in enumerate(records)})
 
 
 def level_values(df, param: str, metric: str, records: Mapping[str, Sequence[dict[str, Any]] | None]) -> dict[Any, PerQuestion | None]:
@@ -92,6 +95,7 @@ def level_values(df, param: str, metric: str, records: Mapping[str, Sequence[dic
                     acc.setdefault(q, []).append(v)
         # a question counts for the level only when every run of the level scored it
         out[val] = {q: sum(vs) / len(vs) for q, vs in acc.items() if len(vs) == len(per_run)}
+        out[val] = _labels_hook.level(out[val], per_run)  # the level's human labels, if any (issue 25)
     return out
 
 
@@ -124,6 +128,7 @@ class Comparison:
     b: str
     result: stats.Paired
     n_needed: int | None = None
+    method: str = ""  # "PPI++" when human labels decided it (ragsweep.labels.hook), else the judge-only test
 
     @property
     def p_adj(self) -> float:
@@ -134,7 +139,8 @@ class Comparison:
         scale = metric_scale(self.metric)
         d = 1 if scale > 1 else 3
         return [self.metric, f"{self.a} → {self.b}", fmt(r.mean_a, d), fmt(r.mean_b, d), f"{r.diff:+.{d}f}",
-                f"[{r.low:+.{d}f}, {r.high:+.{d}f}]" if math.isfinite(r.low) else "n/a", str(r.n), p_text(r.p),
+                f"[{r.low:+.{d}f}, {r.high:+.{d}f}]" if math.isfinite(r.low) else "n/a",
+                f"{r.n} labelled ({self.method})" if self.method else str(r.n), p_text(r.p),
                 p_text(self.p_adj), str(self.n_needed) if self.n_needed else "-"]
 
 
@@ -148,8 +154,10 @@ def p_text(p: float | None) -> str:
 
 
 def compare(metric: str, a_label: str, a: PerQuestion, b_label: str, b: PerQuestion) -> Comparison:
-    res = stats.paired(a, b)
-    return Comparison(metric, a_label, b_label, res, stats.n_for_power(stats.diffs(a, b)))
+    ppi_res = _labels_hook.paired(metric, a, b)  # human labels on enough questions: PPI++ decides (issue 25)
+    res = ppi_res if ppi_res is not None else stats.paired(a, b)
+    return Comparison(metric, a_label, b_label, res, stats.n_for_power(stats.diffs(a, b)),
+                      _labels_hook.PPI_METHOD if ppi_res is not None else "")
 
 
 def adjust(comparisons: Iterable[Comparison]) -> None:
@@ -219,5 +227,8 @@ RULES = (
     f"(B={stats.RESAMPLES}, seed {stats.SEED}). p: two-sided paired sign-flip permutation test of mean 0 "
     f"(exact over all 2^n sign patterns for n <= {stats.EXACT_MAX_N}, else {stats.RANDOM_FLIPS} random flips), "
     "Holm-adjusted over every comparison of this report. n for 80% power: questions a paired test at alpha "
-    "0.05 would need to detect the observed difference (normal approximation). See docs/statistics.md."
+    "0.05 would need to detect the observed difference (normal approximation). See docs/statistics.md. "
+    "Where people labelled enough of the questions (n shows 'labelled (PPI++)'), B - A, its 95% CI and p are "
+    "prediction-powered (PPI++ over the questions labelled for both, the judge's differences on the others): "
+    "see docs/statistics.md, 'Prediction-powered estimates'."
 )

@@ -95,8 +95,10 @@ def human_labels(client: Any, experiment_id: str, run_ids: Sequence[str]) -> tup
 def log_human_assessments(client: Any, experiment_id: str, labels: Sequence[Label]) -> int:
     """Log labels (system = run id) as HUMAN feedback on their questions' traces; returns how many
     (a label whose question has no trace in its run is not logged)."""
-    import mlflow
-    from mlflow.entities import AssessmentSource, AssessmentSourceType
+    from mlflow.entities import AssessmentSource, AssessmentSourceType, Feedback
+    from mlflow.tracing.client import TracingClient
+
+    tc = TracingClient(client.tracking_uri)
 
     by_run: dict[str, list[Label]] = {}
     for lab in labels:
@@ -108,8 +110,8 @@ def log_human_assessments(client: Any, experiment_id: str, labels: Sequence[Labe
             tid = traces.get(lab.question_id)
             if tid is None:
                 continue
-            mlflow.log_feedback(trace_id=tid, name=lab.name, value=lab.value,
-                                source=AssessmentSource(source_type=AssessmentSourceType.HUMAN, source_id=lab.labeller or "labels-file"))
+            tc.log_assessment(tid, Feedback(name=lab.name, value=lab.value, trace_id=tid, source=AssessmentSource(
+                source_type=AssessmentSourceType.HUMAN, source_id=lab.labeller or "labels-file")))
             n += 1
     return n
 
