@@ -196,7 +196,7 @@ def test_sample_marks_the_same_questions_on_every_system(sweep, tmp_path, capsys
     assert _label_cli("sample", "--experiment", "ppi_demo", "--tracking-uri", sweep.uri, "--n", str(N_LAB),
                       "--out", str(tpl)) == 0
     out = capsys.readouterr().out
-    assert f"drew {N_LAB} of the {N_Q} questions" in out and "tag.ragsweep.label = 'sample'" in out
+    assert f"drew {N_LAB} of the {N_Q} questions" in out and "Filters: Tag ragsweep.label = sample" in out
     sample = TL.read_sample(sweep.client, sweep.parent)
     assert sample["n"] == N_LAB and sample["question_ids"] == L.draw_sample([f"q{i}" for i in range(N_Q)], N_LAB, 0)
     for rid in sweep.runs.values():

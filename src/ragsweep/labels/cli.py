@@ -96,8 +96,8 @@ def cmd_sample(args: argparse.Namespace) -> int:
         print(f"note: {len(sample)} labels are fewer than the {ppi.MIN_LABELS} a PPI interval needs (docs/statistics.md)")
     for r in runs.children:
         print(f"  {r.info.run_name}: {marked.get(r.info.run_id, 0)} trace(s) marked")
-    print("Label them in the MLflow UI: Traces tab, filter  tag.ragsweep.label = 'sample' , open a trace, "
-          "'Add assessment' (Feedback) named one of: " + ", ".join(f"{k} ({h.values})" for k, h in kinds.items()))
+    print(f"Label them in the MLflow UI: Traces, Filters: Tag {L.SAMPLE_TAG} = {L.SAMPLE_TAG_VALUE}; open a trace, "
+          "Assess > Add feedback > Human feedback, named one of: " + ", ".join(f"{k} ({h.values})" for k, h in kinds.items()))
     print(f"or fill in {out} (value: yes/no or 0..1) and run: {PROG} estimate --experiment {runs.experiment} --labels {out}")
     return 0
 
