@@ -82,6 +82,15 @@ def test_no_ppi_interval_below_the_minimum_label_count():
     judge = {f"q{i}": float(v) for i, v in enumerate(rng.random(200))}
     assert ppi.system_estimate(judge, {f"q{i}": 1.0 for i in range(60)}) is None  # 60 yes/no labels: too few
     assert ppi.system_estimate(judge, {f"q{i}": 0.5 for i in range(60)}) is not None
+    # a paired difference of yes/no labels (-1, 0, 1) needs as many as the yes/no labels themselves
+    yes = {f"q{i}": float(i % 2) for i in range(60)}
+    no = {f"q{i}": float(i % 3 == 0) for i in range(60)}
+    assert ppi.paired(judge, yes, judge, no) is None
+    more_yes = {f"q{i}": float(i % 2) for i in range(100)}
+    more_no = {f"q{i}": float(i % 3 == 0) for i in range(100)}
+    res, est = ppi.paired(judge, more_yes, judge, more_no)
+    assert est.n_labels == 100 and res.n == 100
+    assert res.diff == pytest.approx(np.mean(list(more_no.values())) - np.mean(list(more_yes.values())), abs=1e-12)
 
 
 def test_labels_file_csv_jsonl_and_errors(tmp_path):

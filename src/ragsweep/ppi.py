@@ -152,12 +152,14 @@ def split(judge: Mapping[str, float], human: Mapping[str, float], scale: float =
     return y, yhat, yu, lab
 
 
-def system_estimate(judge: Mapping[str, float], human: Mapping[str, float], scale: float = 1.0) -> Estimate | None:
-    """PPI++ estimate of one system's metric (None below :func:`min_labels` labels)."""
+def system_estimate(judge: Mapping[str, float], human: Mapping[str, float], scale: float = 1.0,
+                    minimum: int | None = None) -> Estimate | None:
+    """PPI++ estimate of one system's metric (None below ``minimum``, default :func:`min_labels`)."""
     y, yhat, yu, _ = split(judge, human, scale)
-    if method_for(len(y), y) is None or yu.size < 2:
+    need = min_labels(y) if minimum is None else minimum
+    if len(y) < need or yu.size < 2:
         return None
-    return mean(y, yhat, yu)
+    return mean(y, yhat, yu, minimum=need)
 
 
 def paired(judge_a: Mapping[str, float], human_a: Mapping[str, float], judge_b: Mapping[str, float],
@@ -165,19 +167,20 @@ def paired(judge_a: Mapping[str, float], human_a: Mapping[str, float], judge_b: 
     """``b - a`` by PPI++ over the questions both systems' judge scored, the labelled ones being
     those labelled for both: per question, judge difference and human difference. Returns a
     :class:`ragsweep.stats.Paired` on the metric's ``scale`` (``n`` = labelled questions) plus the
-    :class:`Estimate`; None below :func:`min_labels` labels in common (differences of yes/no labels
-    are graded: -1, 0, 1)."""
+    :class:`Estimate`; None below :func:`min_labels` of the two systems' labels in common."""
     from ragsweep import stats
 
     ids = stats.common(judge_a, judge_b)
     jd = {q: float(judge_b[q]) - float(judge_a[q]) for q in ids}
     hd = {q: float(human_b[q]) - float(human_a[q]) for q in ids if q in human_a and q in human_b
           and math.isfinite(float(human_a[q])) and math.isfinite(float(human_b[q]))}
-    est = system_estimate(jd, hd, scale)
+    # the minimum of the labels' own kind: differences of yes/no labels (-1, 0, 1) need as many as yes/no labels
+    need = min_labels([float(v) for v in (*human_a.values(), *human_b.values()) if v is not None and math.isfinite(float(v))])
+    est = system_estimate(jd, hd, scale, need)
     if est is None:
         return None
-    ea = system_estimate({q: judge_a[q] for q in ids}, human_a, scale)
-    eb = system_estimate({q: judge_b[q] for q in ids}, human_b, scale)
+    ea = system_estimate({q: judge_a[q] for q in ids}, human_a, scale, need)
+    eb = system_estimate({q: judge_b[q] for q in ids}, human_b, scale, need)
     res = stats.Paired(est.mean * scale, est.low * scale, est.high * scale, p_value(est), est.n_labels,
                        (ea.mean if ea else float("nan")) * scale, (eb.mean if eb else float("nan")) * scale, False)
     return res, est
