@@ -295,3 +295,16 @@ def test_estimate_with_a_labels_file_and_errors(sweep, tmp_path, capsys):
     bad.write_text("system,question_id,label,value\nbm42,q1,correct,1\n", encoding="utf-8")
     assert _label_cli("estimate", "--experiment", "ppi_demo", "--tracking-uri", sweep.uri, "--labels", str(bad)) == 2
     assert "field 'system' names no run of this sweep: bm42" in capsys.readouterr().err
+
+
+def test_judge_card_shows_in_domain_agreement_beside_the_shipped_figures():
+    from ragsweep import judge_card
+
+    c = judge_card.card({"name": "offline", "extractor": {"_target_": "OfflineExtractor"}, "checker": {"_target_": "OfflineChecker"}})
+    md = judge_card.markdown(c)
+    assert "In-domain" not in md
+    c["in_domain"] = ["in-domain vs your labels (correct, n=100): Pearson r 0.62 [0.48, 0.73], bias +0.050 [+0.020, +0.080]"]
+    md2 = judge_card.markdown(c)
+    assert md2.startswith(md.rstrip("\n")) or "## Agreement with human labels" in md2
+    head, tail = md2.split("In-domain, against your own human labels", 1)
+    assert "## Agreement with human labels" in head and "Pearson r 0.62 [0.48, 0.73]" in tail and "n=100" in tail

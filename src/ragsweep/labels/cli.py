@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import logging
 import math
 import sys
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import Any, Sequence
 from ragsweep import labels as L
 
 PROG = "ragsweep-label"
+log = logging.getLogger(__name__)
 ARTIFACT_DIR = "labels"
 
 
@@ -125,7 +127,15 @@ def report_labels(client: Any, runs: Any, records: dict[str, Any], out_dir: Path
     from ragsweep.labels import estimate as E
     from ragsweep.tracking import labels as TL
 
-    labels, notes = gather_labels(client, runs, labels_path)
+    try:
+        labels, notes = gather_labels(client, runs, labels_path)
+    except L.LabelError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a store that cannot search traces: the report goes on without labels
+        if labels_path:
+            raise
+        log.warning("human labels not read from MLflow (%s: %s); the report uses the judge alone", type(exc).__name__, exc)
+        return []
     if not labels:
         return []
     sample = TL.read_sample(client, runs.parent_id)

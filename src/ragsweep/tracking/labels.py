@@ -55,7 +55,7 @@ def log_sample(client: Any, parent_id: str, sample: dict[str, Any]) -> None:
 
 
 def read_sample(client: Any, parent_id: str) -> dict[str, Any] | None:
-    from ragsweep.tracking.runs import read_json_artifact
+    from ragsweep.tracking import read_json_artifact
 
     found, data = read_json_artifact(client, parent_id, SAMPLE_ARTIFACT)
     return data if found and isinstance(data, dict) else None
@@ -120,7 +120,7 @@ def log_metrics(client: Any, run_id: str, metrics: dict[str, float]) -> None:
     from mlflow.entities import Metric
     import time
 
-    from ragsweep.tracking.tracker import finite, metric_name
+    from ragsweep.tracking import finite, metric_name  # the package's exports (tracker.py is being split)
 
     ts = int(time.time() * 1000)
     batch = [Metric(metric_name(k), float(v), ts, 0) for k, v in metrics.items() if finite(v)]
@@ -137,7 +137,7 @@ def update_judge_card(client: Any, run_id: str, in_domain: list[str]) -> bool:
     """Add the judge's in-domain agreement with the user's labels to the run's judge card
     (``judge_card.json`` / ``.md``, beside the shipped out-of-sample figures); False without a card."""
     from ragsweep import judge_card
-    from ragsweep.tracking.runs import read_json_artifact
+    from ragsweep.tracking import read_json_artifact
 
     found, card = read_json_artifact(client, run_id, "judge_card.json")
     if not found or not isinstance(card, dict):
