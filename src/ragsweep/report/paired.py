@@ -73,9 +73,8 @@ def run_values(records: Sequence[dict[str, Any]] | None, metric: str) -> PerQues
     m = find(metric)
     if not known and (m is None or m.per_question is None):
         return None
-    from ragsweep.labels.hook import with_human  # human labels, where attached (issue 25: PPI)
-
-    return with_human(records, metric, {str(r.get("query_id", i)): record_value(r, metric) for i, r in enumerate(records)})
+    values = {str(r.get("query_id", i)): record_value(r, metric) for i, r in enumerate(records)}
+    return _labels_hook.with_human(records, metric, values)  # + the human labels, where attached (issue 25: PPI)
 
 
 def level_values(df, param: str, metric: str, records: Mapping[str, Sequence[dict[str, Any]] | None]) -> dict[Any, PerQuestion | None]:
