@@ -131,6 +131,9 @@ def estimate(runs: Sequence[tuple[str, str]], records: Mapping[str, Sequence[dic
                 note = f"the runs have no per-question {metric}"
             elif len(y) < ppi.min_labels(y):
                 note = f"{len(y)} labelled question(s); a PPI interval needs {ppi.min_labels(y)}"
+            elif yu.size < 2:
+                note = (f"{yu.size} unlabelled question(s): with (nearly) every question labelled, the labels' own mean "
+                        f"{y.mean() * scale:.3g} is the estimate; PPI needs the judge on at least 2 others")
             else:
                 est = ppi.system_estimate(j, h, scale)
             res.systems.append(SystemRow(rid, sysname, name, metric, iv, est, len(y), note))
