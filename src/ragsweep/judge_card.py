@@ -322,6 +322,9 @@ def markdown(c: Mapping[str, Any]) -> str:
         lines += [f"- {s}" for s in ag.get("in_sample") or []]
     else:
         lines.append(f"{NO_MEASUREMENT}.")
+    if c.get("in_domain"):  # set by ragsweep-label / ragsweep-report once a person labelled answers (issue 25)
+        lines += ["", "In-domain, against your own human labels on this sweep's answers (ragsweep-label):", ""]
+        lines += [f"- {s}" for s in c["in_domain"]]
     if c.get("protocol"):
         lines += ["", f"Protocol: {c['protocol']}"]
     src = c.get("agreement_file")

@@ -108,3 +108,32 @@ def aggregate(records: Sequence[dict[str, Any]], families: Iterable[str]) -> dic
     wanted = set(families)
     return {m.name: mean(values(m, records)) for m in all_metrics()
             if m.family in wanted and m.per_question is not None}
+
+
+# -- human counterparts (issue 25): what a person can label, and which judge metric it corrects ----
+@dataclass(frozen=True)
+class HumanLabel:
+    """A label a person gives one answer, the human counterpart of the judge ``metric``: an MLflow
+    feedback assessment with a HUMAN source named ``name`` (or a row of a labels file), value on 0..1
+    (yes/no -> 1/0). Declared in ``ragsweep.metrics.human``; read by :mod:`ragsweep.labels`."""
+
+    name: str
+    metric: str
+    values: str  # what the labeller enters, e.g. "yes/no" or "0..1"
+    description: str
+
+
+_HUMAN: dict[str, HumanLabel] = {}
+
+
+def register_human(label: HumanLabel) -> HumanLabel:
+    old = _HUMAN.get(label.name)
+    if old is not None and old != label:
+        raise ValueError(f"human label {label.name!r} is registered twice with different definitions")
+    _HUMAN[label.name] = label
+    return label
+
+
+def human_labels() -> list[HumanLabel]:
+    load_all()
+    return [_HUMAN[k] for k in sorted(_HUMAN)]

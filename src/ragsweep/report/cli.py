@@ -20,6 +20,8 @@ from ragsweep.report.figures import make_figures
 from ragsweep.report.frame import ReportError, declared_order, runs_frame, varying_params
 from ragsweep.report.table import LAYOUTS, RAGBENCH_LEGEND, RAGCHECKER_LEGEND, build_table, infer_layout, markdown_table
 from ragsweep.tracking import SHORT_PARAMS, SweepRuns, TrackingError
+from ragsweep.labels import LabelError
+from ragsweep.ppi import PPIError
 
 PROG = "ragsweep-report"
 ARTIFACT_DIR = "report"
@@ -115,7 +117,8 @@ class Report:
     spec: Any = None
 
 
-def build_report(tracking_uri: str | None, experiment: str | None, run_id: str | None, out: str | None, log_to_parent: bool = True) -> Report:
+def build_report(tracking_uri: str | None, experiment: str | None, run_id: str | None, out: str | None, log_to_parent: bool = True,
+                 labels: str | None = None) -> Report:
     uri = tracking.resolve_tracking_uri(tracking_uri)
     client = tracking.client(uri)
     runs = tracking.load_sweep_runs(client, experiment, run_id)
@@ -169,6 +172,9 @@ def build_report(tracking_uri: str | None, experiment: str | None, run_id: str |
     files.append(p)
 
     records = {r.info.run_id: paired.records_of(client, r.info.run_id) for r in runs.children}
+    from ragsweep.labels.cli import report_labels  # human labels (issue 25): PPI intervals decide where they exist
+
+    files += report_labels(client, runs, records, out_dir, labels, spec.get("baseline"), log=log_to_parent)
     verdicts = [check_direction(df, d, records) for d in directions]
     compared = list(dict.fromkeys([str(d["metric"]) for d in directions] or list(DEFAULT_COMPARE)))
     baseline = paired.baseline_comparisons(df, compared, records, spec.get("baseline"), params)
@@ -220,6 +226,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--out", help="output folder (default: reports/NAME/)")
     ap.add_argument("--tracking-uri", help=f"MLflow tracking URI (default: $MLFLOW_TRACKING_URI or {tracking.DEFAULT_TRACKING_URI})")
     ap.add_argument("--no-log", action="store_true", help="do not log the report to the parent run")
+    ap.add_argument("--labels", help="human labels file (CSV/JSONL; see ragsweep-label) besides the HUMAN assessments in MLflow: "
+                                     "PPI intervals and verdicts for the labelled metrics")
     ap.add_argument("--check", action="store_true",
                     help="compare the sweep with the expected results its experiment config states (sweep.expected); "
                          "exit 1 naming what moved")
@@ -242,8 +250,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return main_compare(args)
     try:
-        rep = build_report(args.tracking_uri, args.experiment, args.run, args.out, log_to_parent=not args.no_log)
-    except (ReportError, TrackingError) as exc:
+        rep = build_report(args.tracking_uri, args.experiment, args.run, args.out, log_to_parent=not args.no_log,
+                           labels=args.labels)
+    except (ReportError, TrackingError, LabelError, PPIError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
     if args.write_expected:

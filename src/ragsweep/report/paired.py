@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from ragsweep import stats
+from ragsweep.labels import hook as _labels_hook
 from ragsweep.report.frame import _same, fmt, metric_scale, value_label, values_of
 
 log = logging.getLogger(__name__)
@@ -92,7 +93,8 @@ def run_values(records: Sequence[dict[str, Any]] | None, metric: str) -> PerQues
     m = find(metric)
     if not known and (m is None or m.per_question is None):
         return None
-    return {str(r.get("query_id", i)): record_value(r, metric) for i, r in enumerate(records)}
+    values = {str(r.get("query_id", i)): record_value(r, metric) for i, r in enumerate(records)}
+    return _labels_hook.with_human(records, metric, values)  # + the human labels, where attached (issue 25: PPI)
 
 
 def level_values(df, param: str, metric: str, records: Mapping[str, Sequence[dict[str, Any]] | None]) -> dict[Any, PerQuestion | None]:
@@ -112,6 +114,7 @@ def level_values(df, param: str, metric: str, records: Mapping[str, Sequence[dic
                     acc.setdefault(q, []).append(v)
         # a question counts for the level only when every run of the level scored it
         out[val] = {q: sum(vs) / len(vs) for q, vs in acc.items() if len(vs) == len(per_run)}
+        out[val] = _labels_hook.level(out[val], per_run)  # the level's human labels, if any (issue 25)
     return out
 
 
@@ -148,6 +151,7 @@ class Comparison:
     #: |mean| < tol) or "beyond" (|mean| > tol); None: the two-sided test of mean 0
     hypothesis: str | None = None
     tol: float | None = None
+    method: str = ""  # "PPI++" when human labels decided it (ragsweep.labels.hook), else the judge-only test
 
     @property
     def p_adj(self) -> float:
@@ -158,7 +162,8 @@ class Comparison:
         scale = metric_scale(self.metric)
         d = 1 if scale > 1 else 3
         return [self.metric, f"{self.a} → {self.b}", fmt(r.mean_a, d), fmt(r.mean_b, d), f"{r.diff:+.{d}f}",
-                f"[{r.low:+.{d}f}, {r.high:+.{d}f}]" if math.isfinite(r.low) else "n/a", str(r.n), p_text(r.p),
+                f"[{r.low:+.{d}f}, {r.high:+.{d}f}]" if math.isfinite(r.low) else "n/a",
+                f"{r.n} labelled ({self.method})" if self.method else str(r.n), p_text(r.p),
                 p_text(self.p_adj), str(self.n_needed) if self.n_needed else "-"]
 
 
@@ -175,18 +180,38 @@ def compare(metric: str, a_label: str, a: PerQuestion, b_label: str, b: PerQuest
             tol: float | None = None) -> Comparison:
     """``b - a`` paired over the common questions. With ``tol`` (a "barely moves" step) the p is
     the equivalence test's (TOST, "within ±tol") when |diff| <= tol, else the test of |mean| > tol;
-    the questions for 80% power are those to show the step on the side of tol it lies on."""
-    res = stats.paired(a, b)
+    the questions for 80% power are those to show the step on the side of tol it lies on. Where
+    people labelled enough of the questions, the difference, its interval and p are PPI++'s
+    (:mod:`ragsweep.labels.hook`), the tol tests then on its normal approximation."""
+    ppi_res = _labels_hook.paired(metric, a, b)  # human labels on enough questions: PPI++ decides (issue 25)
+    method = _labels_hook.PPI_METHOD if ppi_res is not None else ""
+    res = ppi_res if ppi_res is not None else stats.paired(a, b)
     d = stats.diffs(a, b)
     if tol is None:
-        return Comparison(metric, a_label, b_label, res, stats.n_for_power(d))
+        return Comparison(metric, a_label, b_label, res, stats.n_for_power(d), method=method)
     if res.n == 0:
-        return Comparison(metric, a_label, b_label, res, None, "within", tol)
+        return Comparison(metric, a_label, b_label, res, None, "within", tol, method)
     within = abs(res.diff) <= tol
-    p = stats.equivalence_p(d, tol) if within else stats.beyond_p(d, tol)
+    if ppi_res is not None:
+        p = _normal_tol_p(ppi_res, tol, within)
+    else:
+        p = stats.equivalence_p(d, tol) if within else stats.beyond_p(d, tol)
     side = 1.0 if res.diff >= 0 else -1.0  # the nearer margin
     need = stats.n_for_power([x - side * tol for x in d], sided=1 if within else 2)
-    return Comparison(metric, a_label, b_label, replace(res, p=p), need, "within" if within else "beyond", tol)
+    return Comparison(metric, a_label, b_label, replace(res, p=p), need, "within" if within else "beyond", tol, method)
+
+
+def _normal_tol_p(res: stats.Paired, tol: float, within: bool) -> float:
+    """The tol tests of :func:`compare` on a normal interval (PPI++'s): TOST p of |mean| < tol, or
+    twice the one-sided p of |mean| > tol, with the standard error read back from the 95% interval."""
+    from scipy.stats import norm
+
+    se = (res.high - res.low) / (2 * norm.ppf(0.5 + stats.CONFIDENCE / 2))
+    if not se > 0:
+        return 1.0
+    if within:
+        return float(max(norm.sf((res.diff + tol) / se), norm.cdf((res.diff - tol) / se)))
+    return float(min(1.0, 2 * norm.sf((abs(res.diff) - tol) / se)))
 
 
 def adjust(comparisons: Iterable[Comparison]) -> None:
@@ -260,5 +285,8 @@ RULES = (
     "Holm-adjusted over every comparison of this report. n for 80% power: questions a paired test at alpha "
     "0.05 would need to detect the observed difference (normal approximation, never fewer than the test needs "
     f"to reach alpha at all: {stats.min_n()} questions two-sided); 'no finite n' when the difference is zero. "
-    "See docs/statistics.md."
+    "See docs/statistics.md. "
+    "Where people labelled enough of the questions (n shows 'labelled (PPI++)'), B - A, its 95% CI and p are "
+    "prediction-powered (PPI++ over the questions labelled for both, the judge's differences on the others; "
+    "for 'barely moves', the tol tests on its normal interval): see docs/statistics.md, 'Prediction-powered estimates'."
 )
