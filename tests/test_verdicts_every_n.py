@@ -201,3 +201,21 @@ def test_no_verdict_below_the_n_at_which_the_test_can_reach_alpha(n, n_levels, k
     expect = {kind: 0.0} if kind in ("higher_for", "lower_for") else kind
     v = _direction(levels, expect, tol=data.draw(st.floats(0.0, 50.0)) if kind == "flat" else None)
     assert v.verdict in (SAME_NS, OPPOSITE_NS, NO_DATA), (levels, v.verdict, v.steps)
+
+
+def test_a_barely_moves_step_decided_by_ppi_uses_the_tol_tests_on_its_normal_interval():
+    from scipy.stats import norm
+
+    from ragsweep import stats
+    from ragsweep.report.paired import _normal_tol_p
+
+    se = 0.5
+    z = norm.ppf(0.975)
+    within = stats.Paired(0.5, 0.5 - z * se, 0.5 + z * se, 0.3, 100, 10.0, 10.5, False)
+    # TOST: the larger one-sided p, here that of the upper margin: Phi((0.5 - 2) / 0.5)
+    assert abs(_normal_tol_p(within, 2.0, True) - norm.cdf(-3.0)) < 1e-9
+    beyond = stats.Paired(3.0, 3.0 - z * se, 3.0 + z * se, 1e-6, 100, 10.0, 13.0, False)
+    assert abs(_normal_tol_p(beyond, 2.0, False) - 2 * norm.sf(2.0)) < 1e-9
+    # an interval reaching inside tol cannot contradict "barely moves" at alpha
+    near = stats.Paired(2.1, 2.1 - z * se, 2.1 + z * se, 1e-4, 100, 10.0, 12.1, False)
+    assert _normal_tol_p(near, 2.0, False) > 0.05
