@@ -1,0 +1,87 @@
+"""Chunks stored columnar: one Arrow IPC file per (corpus fingerprint, chunker config).
+
+The chunker writes a record batch per batch of documents as it goes (columns ``chunk_id``,
+``doc_id``, ``start``, ``end``, ``text``), into a file under the cache's ``blobs/chunks/`` that
+is renamed into place only when complete; the SQLite cache keeps only the small record that names
+the file (stage ``"chunks"``). Reading opens the file memory-mapped (Arrow IPC, uncompressed: the
+columns are the file's own pages, nothing is decoded), so a warm run reads chunk text straight
+from the page cache.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from ragsweep.types import Chunk
+
+FORMAT = "arrow-ipc-v1"
+FILE = "chunks.arrow"
+
+
+def _schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema([("chunk_id", pa.string()), ("doc_id", pa.string()), ("start", pa.int64()),
+                      ("end", pa.int64()), ("text", pa.large_string())])
+
+
+def to_batch(chunks: list[Chunk]) -> Any:
+    import pyarrow as pa
+
+    return pa.record_batch(
+        [pa.array([c.chunk_id for c in chunks], pa.string()), pa.array([c.doc_id for c in chunks], pa.string()),
+         pa.array([c.start for c in chunks], pa.int64()), pa.array([c.end for c in chunks], pa.int64()),
+         pa.array([c.text for c in chunks], pa.large_string())],
+        schema=_schema(),
+    )
+
+
+def write(path: Path, batches: Iterable[list[Chunk]], keep: list[Chunk] | None = None) -> int:
+    """Write every batch of chunks to ``path`` (atomically: a temporary name renamed into place);
+    the chunks are also appended to ``keep`` when given. Returns the number of chunks."""
+    import pyarrow as pa
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".tmp-{path.name}-{uuid.uuid4().hex}"
+    n = 0
+    try:
+        with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, _schema()) as writer:
+            for part in batches:
+                if part:
+                    writer.write_batch(to_batch(part))
+                    n += len(part)
+                    if keep is not None:
+                        keep.extend(part)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return n
+
+
+def open_table(path: Path) -> Any:
+    """The chunk table, memory-mapped (zero copy)."""
+    import pyarrow as pa
+
+    return pa.ipc.open_file(pa.memory_map(str(path), "r")).read_all()
+
+
+def iter_columns(path: Path) -> Iterator[tuple[list, list, list, list, list]]:
+    """``(chunk_ids, doc_ids, starts, ends, texts)`` per stored record batch."""
+    import pyarrow as pa
+
+    reader = pa.ipc.open_file(pa.memory_map(str(path), "r"))
+    for i in range(reader.num_record_batches):
+        b = reader.get_batch(i)
+        yield tuple(b.column(j).to_pylist() for j in range(5))  # type: ignore[misc]
+
+
+def read(path: Path) -> list[Chunk]:
+    """Every chunk of the file, in order."""
+    out: list[Chunk] = []
+    for ids, docs, starts, ends, texts in iter_columns(path):
+        out.extend(map(Chunk, ids, docs, starts, ends, texts))
+    return out
