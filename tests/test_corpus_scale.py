@@ -1,0 +1,144 @@
+"""Large corpora (issue 29): fast chunking identical to the reference, columnar chunk files,
+memory-mapped indexes, remembered corpus fingerprints, the cache's value-size guard."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+
+import numpy as np
+import pytest
+
+from ragsweep import chunkstore
+from ragsweep.cache import MAX_VALUE_BYTES, Cache
+from ragsweep.chunker import TokenChunker
+from ragsweep.dataset import ClapNQ, RagbenchPaperQA
+from ragsweep.types import Chunk, Document, Query
+
+CONFIGS = [dict(size=300, overlap=0.2), dict(size=64, overlap=16), dict(size=7, overlap=3)]
+
+
+def reference(chunker: TokenChunker, docs: list[Document]) -> list[Chunk]:
+    """The chunks as the per-document path computes them (the code before the batched path)."""
+    out: list[Chunk] = []
+    for d in docs:
+        out.extend(chunker.chunk_text(d))
+    return out
+
+
+@pytest.fixture(scope="module")
+def shipped_documents() -> list[Document]:
+    docs = list(ClapNQ().load().documents) + list(RagbenchPaperQA().load().documents)
+    # odd text the shipped sets lack: accents, CJK, emoji, ligatures, empty and blank documents
+    docs += [Document("u1", "Naïve café — 日本語のテキスト 🎉🚀 ﬁ İstanbul ß ǅ Ⅻ. " * 40), Document("u2", ""),
+             Document("u3", " \n\t "), Document("u4", "x")]
+    return docs
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"{c['size']}-{c['overlap']}")
+def test_batched_chunks_identical_to_the_reference_on_shipped_datasets(shipped_documents, cfg):
+    chunker = TokenChunker(**cfg)
+    fast = chunker.chunk(shipped_documents)
+    assert fast == reference(chunker, shipped_documents)
+    assert len(fast) > len(shipped_documents) // 2
+
+
+def test_windows_of_offsets_that_go_backwards():
+    """Offsets that are not monotone (possible with some tokenizers) take the min/max path."""
+    chunker = TokenChunker(size=3, overlap=1)
+    offsets = [[(5, 9), (0, 4), (10, 12), (12, 12), (13, 20), (11, 14), (21, 22)], [], [(0, 0)], [(1, 2), (3, 4)]]
+    flat = np.array([o for doc in offsets for o in doc], dtype=np.int64).reshape(-1, 2)
+    owner, start, end = chunker.windows_of(flat, np.array([len(d) for d in offsets]))
+    expected = []
+    for t, doc in enumerate(offsets):
+        kept = [(a, b) for a, b in doc if b > a]
+        for i, j in chunker.windows(kept):
+            expected.append((t, min(a for a, _ in kept[i:j]), max(b for _, b in kept[i:j])))
+    assert list(zip(owner.tolist(), start.tolist(), end.tolist())) == expected
+
+
+def test_chunks_stored_as_an_arrow_file_and_read_back(tmp_path):
+    cache = Cache(tmp_path)
+    docs = [Document(f"d{i}", f"Document {i} talks about topic {i % 7} in some detail. " * 30) for i in range(50)]
+    chunker = TokenChunker(size=40, overlap=8)
+    first = chunker.chunk(docs, cache=cache)
+    assert cache.stats["chunks/misses"] == 1
+    files = list((tmp_path / "blobs" / "chunks").rglob(chunkstore.FILE))
+    assert len(files) == 1
+    # the SQLite cache holds only the small record naming the file
+    (size,) = sqlite3.connect(tmp_path / "cache.db").execute("SELECT length(value) FROM kv WHERE stage='chunks'").fetchone()
+    assert size < 1000
+    table = chunkstore.open_table(files[0])
+    assert table.num_rows == len(first) and table.column("text")[3].as_py() == first[3].text
+    second = TokenChunker(size=40, overlap=8).chunk(docs, cache=cache)
+    assert cache.stats["chunks/hits"] == 1 and second == first
+
+
+def test_cache_refuses_a_value_over_64_mb(tmp_path):
+    cache = Cache(tmp_path)
+    with pytest.raises(ValueError, match=r"cache stage 'big'.*larger than the 64 MB.*blobs/"):
+        cache.put("big", "k", b"x" * (MAX_VALUE_BYTES + 1))
+    assert cache.get("big", "k", default=None) is None
+    cache.put("small", "k", b"x" * 1000)  # an ordinary value still goes in
+
+
+def test_corpus_fingerprint_remembered_by_file_stat(tmp_path, monkeypatch):
+    from ragsweep.dataset import JsonlDataset
+    from ragsweep.dataset import fingerprint as fp
+
+    monkeypatch.setenv("RAGSWEEP_FINGERPRINTS", str(tmp_path / "memo.json"))
+    corpus, queries = tmp_path / "c.jsonl", tmp_path / "q.jsonl"
+    corpus.write_text('{"doc_id": "a", "text": "alpha beta"}\n{"doc_id": "b", "text": "gamma"}\n')
+    queries.write_text('{"query_id": "q", "query": "alpha"}\n')
+    first = JsonlDataset(corpus=str(corpus), queries=str(queries)).load()
+    assert first.documents.fingerprint == fp.hash_documents(first.documents)
+
+    def no_hashing(docs):  # a warm load must not hash the corpus again
+        raise AssertionError("the corpus was hashed again")
+
+    monkeypatch.setattr(fp, "hash_documents", no_hashing)
+    again = JsonlDataset(corpus=str(corpus), queries=str(queries)).load()
+    assert again.documents.fingerprint == first.documents.fingerprint
+    monkeypatch.undo()
+    monkeypatch.setenv("RAGSWEEP_FINGERPRINTS", str(tmp_path / "memo.json"))
+    corpus.write_text('{"doc_id": "a", "text": "alpha beta"}\n{"doc_id": "b", "text": "delta"}\n')
+    os.utime(corpus, ns=(1, 1))
+    changed = JsonlDataset(corpus=str(corpus), queries=str(queries)).load()
+    assert changed.documents.fingerprint != first.documents.fingerprint
+    assert changed.documents.fingerprint == fp.hash_documents(changed.documents)
+
+
+def test_bm25s_index_reloads_memory_mapped_with_the_same_ranking(tmp_path):
+    from ragsweep.retriever.bm25 import BM25Retriever
+
+    chunks = [Chunk(f"c#{i}", f"d{i}", 0, 10, f"word{i % 13} shared common{i % 5} text number {i}") for i in range(300)]
+    queries = [Query("q1", "word3 common2"), Query("q2", "shared number 17")]
+    built = BM25Retriever(backend="bm25s")
+    built.index(chunks, cache=Cache(tmp_path))
+    loaded = BM25Retriever(backend="bm25s")
+    loaded.index(chunks, cache=Cache(tmp_path))  # a second process: the index comes from disk
+    assert isinstance(loaded._model.scores["data"], np.memmap)
+    assert loaded._model.scores["data"].dtype == np.float32
+    for q in queries:
+        np.testing.assert_array_equal(built.scores(q.query), loaded.scores(q.query))
+    assert built.search(queries, k=10) == loaded.search(queries, k=10)
+
+
+def test_tfidf_index_reloads_memory_mapped_with_the_same_scores(tmp_path):
+    from ragsweep.retriever.tfidf import TfidfRetriever
+
+    chunks = [Chunk(f"c#{i}", f"d{i}", 0, 10, f"word{i % 13} shared common{i % 5} text number {i}") for i in range(300)]
+    queries = [Query("q1", "word3 common2"), Query("q2", "shared number 17"), Query("q3", "nothing matches")]
+    plain = TfidfRetriever()
+    plain.index(chunks)  # no cache: in memory
+    TfidfRetriever().index(chunks, cache=Cache(tmp_path))
+    loaded = TfidfRetriever()
+    loaded.index(chunks, cache=Cache(tmp_path))
+    assert isinstance(loaded._matrix.data, np.memmap)
+    assert not list(sqlite3.connect(tmp_path / "cache.db").execute("SELECT key FROM kv WHERE stage='index'"))
+    sims = (plain._vectorizer.transform([q.query for q in queries]) @ plain._matrix.T).toarray()
+    got = loaded.search(queries, k=300)
+    for q, row in zip(queries, sims):
+        hits = got[q.query_id]
+        np.testing.assert_allclose([h.score for h in hits], np.sort(row)[::-1], rtol=1e-12, atol=1e-15)
+    assert got == plain.search(queries, k=300)
