@@ -142,3 +142,83 @@ def test_tfidf_index_reloads_memory_mapped_with_the_same_scores(tmp_path):
         hits = got[q.query_id]
         np.testing.assert_allclose([h.score for h in hits], np.sort(row)[::-1], rtol=1e-12, atol=1e-15)
     assert got == plain.search(queries, k=300)
+
+
+_KILL_CHILD = r"""
+import sys, time
+import numpy as np
+from ragsweep.cache import Cache
+from ragsweep.retriever.dense import DenseRetriever
+from ragsweep.types import Chunk
+
+class Fake:
+    def get_sentence_embedding_dimension(self):
+        return 8
+    def encode(self, texts, **kw):
+        time.sleep(float(sys.argv[3]))
+        print("encoded", len(texts), flush=True)
+        return np.stack([fake_vec(t) for t in texts])
+
+def fake_vec(t):
+    rng = np.random.default_rng(sum(map(ord, t)) * 7919 + len(t))
+    return rng.standard_normal(8).astype(np.float32)
+
+n = int(sys.argv[2])
+chunks = [Chunk(f"c#{i}", f"d{i}", 0, 5, f"text {i} " + "x" * (i % 37)) for i in range(n)]
+r = DenseRetriever(batch_size=16)
+r._model = Fake()
+r._device = "cpu"
+r.fingerprint = "fp"
+emb = r.embed_corpus([c.text for c in chunks], Cache(sys.argv[1]))
+print("done", emb.shape[0], flush=True)
+"""
+
+
+def test_kill_during_dense_encoding_loses_at_most_one_block(tmp_path):
+    """A real SIGKILL of a child process mid-encoding: the rows on disk are at most 256 behind the
+    rows it had encoded, and the next run resumes after them with the same final embeddings."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from ragsweep.embeddings import CORPUS_BLOCK
+
+    script = tmp_path / "child.py"
+    script.write_text(_KILL_CHILD)
+    n = 2000
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "cache"), str(n), "0.02"],
+                            stdout=subprocess.PIPE, text=True)
+    encoded = 0
+    try:
+        for line in proc.stdout:  # kill once 3 blocks and a bit are encoded
+            encoded += int(line.split()[1])
+            if encoded >= 3 * CORPUS_BLOCK + 48:
+                proc.send_signal(signal.SIGKILL)
+                break
+    finally:
+        proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    part = next((tmp_path / "cache" / "blobs" / "embeddings").glob("*.partial"))
+    on_disk = (part / "vectors.f32").stat().st_size // (4 * 8)
+    assert on_disk % CORPUS_BLOCK == 0 and on_disk >= 3 * CORPUS_BLOCK
+    assert encoded - on_disk <= CORPUS_BLOCK
+    # the next run encodes only what is missing, and ends with the rows a clean run gives
+    out = subprocess.run([sys.executable, str(script), str(tmp_path / "cache"), str(n), "0"],
+                         capture_output=True, text=True, timeout=120, check=True).stdout.split("\n")
+    resumed = sum(int(line.split()[1]) for line in out if line.startswith("encoded"))
+    assert resumed == n - on_disk
+    clean = subprocess.run([sys.executable, str(script), str(tmp_path / "clean"), str(n), "0"],
+                           capture_output=True, text=True, timeout=120, check=True)
+    assert "done 2000" in clean.stdout
+    a = next(p for p in (tmp_path / "cache" / "blobs" / "embeddings").iterdir() if not p.name.endswith(".partial"))
+    b = next(p for p in (tmp_path / "clean" / "blobs" / "embeddings").iterdir() if not p.name.endswith(".partial"))
+    assert (a / "vectors.f32").read_bytes() == (b / "vectors.f32").read_bytes()
+
+
+def test_flat_index_larger_than_memory_is_refused_before_work():
+    from ragsweep.retriever import faiss_index
+
+    with pytest.raises(MemoryError, match=r"retriever.index=flat: 10,000,000 chunks x 384 dimensions need 14.3 GB"):
+        faiss_index.check_fits("flat", 10_000_000, 384, available=8 * 2**30)
+    faiss_index.check_fits("flat", 100_000, 384, available=8 * 2**30)
