@@ -222,3 +222,23 @@ def test_flat_index_larger_than_memory_is_refused_before_work():
     with pytest.raises(MemoryError, match=r"retriever.index=flat: 10,000,000 chunks x 384 dimensions need 14.3 GB"):
         faiss_index.check_fits("flat", 10_000_000, 384, available=8 * 2**30)
     faiss_index.check_fits("flat", 100_000, 384, available=8 * 2**30)
+
+
+def test_index_over_cached_chunks_does_not_hash_every_chunk(tmp_path, monkeypatch):
+    from ragsweep.retriever import base
+    from ragsweep.retriever.bm25 import BM25Retriever
+
+    cache = Cache(tmp_path)
+    docs = [Document(f"d{i}", f"Document {i} is about bees and topic {i % 7}.") for i in range(30)]
+    fresh = TokenChunker(size=8, overlap=2).chunk(docs, cache=cache)
+    warm = TokenChunker(size=8, overlap=2).chunk(docs, cache=cache)
+    assert fresh.fingerprint == warm.fingerprint is not None
+
+    def no_hashing(chunks):
+        raise AssertionError("every chunk was hashed again")
+
+    monkeypatch.setattr(base, "chunks_fingerprint", no_hashing)
+    r = BM25Retriever()
+    r.index(warm, cache=cache)
+    assert r.fingerprint == warm.fingerprint
+    assert r.search([Query("q", "bees topic 3")], k=2, cache=cache)["q"][0].chunk.doc_id == "d3"

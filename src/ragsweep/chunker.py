@@ -125,12 +125,12 @@ class TokenChunker:
         if isinstance(rec, dict) and rec.get("format") == chunkstore.FORMAT and (root / rec["file"]).is_file():
             chunks = chunkstore.read(root / rec["file"])
             self.stats = {"documents": len(documents), "chunks": len(chunks)}
-            return chunks
+            return chunkstore.ChunkList.of(chunks, Cache.key("chunk-list", key))
         rel = Path("blobs") / "chunks" / key / chunkstore.FILE
         chunks: list[Chunk] = []
         n = chunkstore.write(root / rel, self._batches(documents), keep=chunks)
         cache.put("chunks", key, {"file": str(rel), "rows": n, "format": chunkstore.FORMAT})
-        return chunks
+        return chunkstore.ChunkList.of(chunks, Cache.key("chunk-list", key))
 
     def token_offsets(self, texts: Sequence[str]) -> list[list[tuple[int, int]]]:
         """Character offsets of every token of every text (no special tokens, no truncation)."""

@@ -21,6 +21,20 @@ FORMAT = "arrow-ipc-v1"
 FILE = "chunks.arrow"
 
 
+class ChunkList(list):
+    """The chunker's output: a list of chunks that carries its fingerprint (derived from the
+    chunk cache key: the corpus fingerprint + chunker config), so an index over it need not hash
+    every chunk again. ``None``: not known (then the retriever hashes the chunks)."""
+
+    fingerprint: str | None = None
+
+    @classmethod
+    def of(cls, chunks: Iterable[Chunk], fingerprint: str | None) -> "ChunkList":
+        out = cls(chunks)
+        out.fingerprint = fingerprint
+        return out
+
+
 def _schema() -> Any:
     import pyarrow as pa
 

@@ -121,8 +121,9 @@ class Retriever:
     # -- protocol ---------------------------------------------------------------------------
     def index(self, chunks: Sequence[Chunk], cache: Any = None) -> None:
         """Index ``chunks``; their order is the tie-break order of every later search."""
+        known = getattr(chunks, "fingerprint", None)  # the chunker's (chunkstore.ChunkList): no re-hashing
         self.chunks = list(chunks)
-        self.fingerprint = chunks_fingerprint(self.chunks)
+        self.fingerprint = known or chunks_fingerprint(self.chunks)
         if self.chunks:
             self._build(self.chunks, cache)
 
