@@ -110,11 +110,13 @@ class TokenChunker:
         return f"TokenChunker({self.config})"
 
     # -- public -----------------------------------------------------------------------------
-    def chunk(self, documents: Sequence[Document], cache: Any = None) -> list[Chunk]:
+    def chunk(self, documents: Sequence[Document], cache: Any = None) -> Sequence[Chunk]:
         """Chunks of every document, in document order; cached by config and corpus fingerprint.
 
         With a cache, the chunks are written to an Arrow file under the cache dir batch by batch
-        as they are produced (:mod:`ragsweep.chunkstore`); the cache records only the file."""
+        as they are produced (:mod:`ragsweep.chunkstore`; the cache records only the file) and
+        returned as a memory-mapped :class:`~ragsweep.chunkstore.ChunkTable`; without one, as a
+        list."""
         if not isinstance(documents, list):
             documents = list(documents)
         if cache is None or not getattr(cache, "enabled", True):
@@ -122,15 +124,15 @@ class TokenChunker:
         key = Cache.key("chunks", chunkstore.FORMAT, asdict(self.config), corpus_fingerprint(documents))
         rec = cache.get("chunks", key)
         root = Path(cache.root)
+        fingerprint = Cache.key("chunk-list", key)
         if isinstance(rec, dict) and rec.get("format") == chunkstore.FORMAT and (root / rec["file"]).is_file():
-            chunks = chunkstore.read(root / rec["file"])
-            self.stats = {"documents": len(documents), "chunks": len(chunks)}
-            return chunkstore.ChunkList.of(chunks, Cache.key("chunk-list", key))
+            table = chunkstore.ChunkTable(root / rec["file"], fingerprint)
+            self.stats = {"documents": len(documents), "chunks": len(table)}
+            return table
         rel = Path("blobs") / "chunks" / key / chunkstore.FILE
-        chunks: list[Chunk] = []
-        n = chunkstore.write(root / rel, self._batches(documents), keep=chunks)
+        n = chunkstore.write(root / rel, self._batches(documents))
         cache.put("chunks", key, {"file": str(rel), "rows": n, "format": chunkstore.FORMAT})
-        return chunkstore.ChunkList.of(chunks, Cache.key("chunk-list", key))
+        return chunkstore.ChunkTable(root / rel, fingerprint)
 
     def token_offsets(self, texts: Sequence[str]) -> list[list[tuple[int, int]]]:
         """Character offsets of every token of every text (no special tokens, no truncation)."""

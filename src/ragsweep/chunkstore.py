@@ -10,10 +10,11 @@ from the page cache.
 
 from __future__ import annotations
 
+import bisect
 import os
 import uuid
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Sequence
 
 from ragsweep.types import Chunk
 
@@ -21,18 +22,59 @@ FORMAT = "arrow-ipc-v1"
 FILE = "chunks.arrow"
 
 
-class ChunkList(list):
-    """The chunker's output: a list of chunks that carries its fingerprint (derived from the
-    chunk cache key: the corpus fingerprint + chunker config), so an index over it need not hash
-    every chunk again. ``None``: not known (then the retriever hashes the chunks)."""
+class ChunkTable(Sequence[Chunk]):
+    """The chunks of one stored file as a read-only sequence, memory-mapped: nothing is loaded
+    until asked for. ``table[i]`` builds one :class:`Chunk` (a retrieved hit), iteration builds
+    them a record batch at a time, :meth:`texts` reads a slice of the text column. It carries its
+    ``fingerprint`` (derived from the chunk cache key: corpus fingerprint + chunker config), so
+    an index over it need not hash every chunk again."""
 
-    fingerprint: str | None = None
+    def __init__(self, path: str | os.PathLike, fingerprint: str | None = None):
+        import pyarrow as pa
 
-    @classmethod
-    def of(cls, chunks: Iterable[Chunk], fingerprint: str | None) -> "ChunkList":
-        out = cls(chunks)
-        out.fingerprint = fingerprint
-        return out
+        self.path = Path(path)
+        self.fingerprint = fingerprint
+        self._table = pa.ipc.open_file(pa.memory_map(str(self.path), "r")).read_all()
+        self._batches = self._table.to_batches()
+        self._starts = [0]
+        for b in self._batches:
+            self._starts.append(self._starts[-1] + b.num_rows)
+
+    def __len__(self) -> int:
+        return self._starts[-1]
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        i = int(i)
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(f"chunk index {i} out of range ({len(self)} chunks)")
+        k = bisect.bisect_right(self._starts, i) - 1
+        b, r = self._batches[k], i - self._starts[k]
+        return Chunk(*(b.column(j)[r].as_py() for j in range(5)))
+
+    def __iter__(self) -> Iterator[Chunk]:
+        for b in self._batches:
+            yield from map(Chunk, *(b.column(j).to_pylist() for j in range(5)))
+
+    def texts(self, start: int = 0, stop: int | None = None) -> list[str]:
+        stop = len(self) if stop is None else min(stop, len(self))
+        return self._table.column("text").slice(start, max(0, stop - start)).to_pylist()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __reduce__(self) -> Any:
+        return (ChunkTable, (str(self.path), self.fingerprint))
+
+    def __repr__(self) -> str:
+        return f"ChunkTable({len(self)} chunks, {self.path})"
 
 
 def _schema() -> Any:

@@ -101,7 +101,7 @@ class Retriever:
 
     def __init__(self, **kwargs: Any) -> None:
         self.config = build_config(self.Config, kwargs, "retriever")
-        self.chunks: list[Chunk] = []
+        self.chunks: Sequence[Chunk] = []
         self.fingerprint: str | None = None
         self.stats: dict[str, int] = {"queries_computed": 0, "queries_cached": 0}
 
@@ -121,8 +121,10 @@ class Retriever:
     # -- protocol ---------------------------------------------------------------------------
     def index(self, chunks: Sequence[Chunk], cache: Any = None) -> None:
         """Index ``chunks``; their order is the tie-break order of every later search."""
-        known = getattr(chunks, "fingerprint", None)  # the chunker's (chunkstore.ChunkList): no re-hashing
-        self.chunks = list(chunks)
+        from ragsweep.chunkstore import ChunkTable
+
+        known = getattr(chunks, "fingerprint", None)  # the chunker's (a ChunkTable): no re-hashing
+        self.chunks = chunks if isinstance(chunks, ChunkTable) else list(chunks)  # memory-mapped stays so
         self.fingerprint = known or chunks_fingerprint(self.chunks)
         if self.chunks:
             self._build(self.chunks, cache)

@@ -65,7 +65,7 @@ class TfidfRetriever(Retriever):
             dtype=np.float64,
         )
         try:
-            matrix = vec.fit_transform([ch.text for ch in chunks])
+            matrix = vec.fit_transform(ch.text for ch in chunks)  # one pass, no list of every text
         except ValueError:  # empty vocabulary: no chunk has a word token
             return None, None
         return vec, matrix.tocsr()
