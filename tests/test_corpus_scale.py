@@ -242,3 +242,37 @@ def test_index_over_cached_chunks_does_not_hash_every_chunk(tmp_path, monkeypatc
     r.index(warm, cache=cache)
     assert r.fingerprint == warm.fingerprint
     assert r.search([Query("q", "bees topic 3")], k=2, cache=cache)["q"][0].chunk.doc_id == "d3"
+
+
+def test_hnsw_index_finds_what_the_flat_index_finds():
+    from ragsweep.retriever import faiss_index
+    from ragsweep.retriever.dense import DenseConfig
+
+    rng = np.random.default_rng(0)
+    rows = rng.standard_normal((3000, 32)).astype(np.float32)
+    queries = rows[:50] + 0.1 * rng.standard_normal((50, 32)).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    found = {}
+    for kind in ("flat", "hnsw"):
+        index = faiss_index.make(kind, 32)
+        faiss_index.add(index, rows)
+        faiss_index.set_search_params(index, kind, 128)
+        found[kind] = index.search(queries, 10)[1]
+    recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(found["flat"], found["hnsw"])])
+    assert recall >= 0.95
+    assert (found["hnsw"][:, 0] == np.arange(50)).mean() >= 0.95
+    with pytest.raises(ValueError, match=r"retriever.index \('ivf'\) must be one of flat, hnsw"):
+        DenseConfig(index="ivf")
+
+
+def test_disabled_cache_persists_nothing(tmp_path):
+    from ragsweep.retriever.bm25 import BM25Retriever
+    from ragsweep.retriever.tfidf import TfidfRetriever
+
+    cache = Cache(tmp_path / "off", enabled=False)
+    docs = [Document(f"d{i}", f"Document {i} is about bees and topic{i % 7}.") for i in range(30)]
+    chunks = TokenChunker(size=8, overlap=2).chunk(docs, cache=cache)
+    for r in (BM25Retriever(), TfidfRetriever()):
+        r.index(chunks, cache=cache)
+        assert r.search([Query("q", "bees topic3")], k=1, cache=cache)["q"][0].chunk.doc_id == "d3"
+    assert not (tmp_path / "off").exists()

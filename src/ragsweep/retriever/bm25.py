@@ -142,7 +142,7 @@ class BM25Retriever(Retriever):
         else:
             def build() -> Any:
                 return self._build_rank_bm25([self._tok(c.text) for c in chunks])
-        if cache is None:
+        if cache is None or not getattr(cache, "enabled", True):  # nothing persisted
             self._model = build()
             return
         built: dict[str, Any] = {}

@@ -72,7 +72,7 @@ class TfidfRetriever(Retriever):
 
     def _build(self, chunks: list[Chunk], cache: Any) -> None:
         self._n = len(chunks)
-        if cache is None:
+        if cache is None or not getattr(cache, "enabled", True):  # nothing persisted
             vec, matrix = self._fit(chunks)
             self._vectorizer, self._matrix = vec, (matrix.tocsc() if matrix is not None else None)
             return
