@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 
 #: show a progress bar above this many documents
 PROGRESS_MIN_DOCS = 200
+ENGINES = ("local", "ray")
+#: config fields that do not change the chunks (kept out of the chunk cache key)
+RESULT_NEUTRAL = ("engine", "ray_address")
 #: documents per call of the (parallel, Rust) batch tokenizer
 BATCH_DOCS = 2048
 
@@ -55,8 +58,14 @@ class TokenChunkerConfig:
     size: int = 300
     overlap: float = 0.2
     tokenizer: str = "minilm"
+    #: where chunking runs: ``local`` (this process, the tokenizer on every core) or ``ray`` (Ray
+    #: Data ``map_batches`` on a Ray cluster); the chunks are the same, so neither is in the cache key
+    engine: str = "local"
+    ray_address: str | None = None  # engine=ray: null = a local Ray instance; "auto" or HOST:PORT joins a cluster
 
     def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise ValueError(f"chunker.engine ({self.engine!r}) must be one of {', '.join(ENGINES)}")
         if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 1:
             raise ValueError(f"chunker.size ({self.size}) must be a whole number >= 1: set chunker.size to e.g. 300")
         if isinstance(self.overlap, bool) or not isinstance(self.overlap, (int, float)) or self.overlap < 0:
@@ -109,6 +118,10 @@ class TokenChunker:
     def __repr__(self) -> str:
         return f"TokenChunker({self.config})"
 
+    def key_config(self) -> dict[str, Any]:
+        """The config fields that decide the chunks."""
+        return {k: v for k, v in asdict(self.config).items() if k not in RESULT_NEUTRAL}
+
     # -- public -----------------------------------------------------------------------------
     def chunk(self, documents: Sequence[Document], cache: Any = None) -> Sequence[Chunk]:
         """Chunks of every document, in document order; cached by config and corpus fingerprint.
@@ -121,7 +134,7 @@ class TokenChunker:
             documents = list(documents)
         if cache is None or not getattr(cache, "enabled", True):
             return self._chunk_all(documents)
-        key = Cache.key("chunks", chunkstore.FORMAT, asdict(self.config), corpus_fingerprint(documents))
+        key = Cache.key("chunks", chunkstore.FORMAT, self.key_config(), corpus_fingerprint(documents))
         rec = cache.get("chunks", key)
         root = Path(cache.root)
         fingerprint = Cache.key("chunk-list", key)
@@ -261,14 +274,60 @@ class TokenChunker:
         n_chunks = 0
         bar = tqdm(total=len(documents), desc="chunking", unit="doc", disable=len(documents) <= PROGRESS_MIN_DOCS,
                    smoothing=0.1)
+        produce = self.iter_batches if self.config.engine == "local" else self._ray_batches
         try:
-            for part in self.iter_batches(documents, progress=bar):
+            for part in produce(documents, progress=bar):
                 n_chunks += len(part)
                 bar.set_postfix_str(f"{n_chunks:,} chunks", refresh=False)
                 yield part
         finally:
             bar.close()
         self.stats = {"documents": len(documents), "chunks": n_chunks}
+
+
+    def _ray_batches(self, documents: Sequence[Document], batch: int | None = None,
+                     progress: Any = None) -> Iterator[list[Chunk]]:
+        """:meth:`iter_batches` on Ray: Ray Data ``map_batches`` over the documents (order kept),
+        each worker running the same batched chunker; the chunks come back in document order."""
+        import pyarrow as pa
+        import ray
+
+        if not ray.is_initialized():
+            ray.init(address=self.config.ray_address, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False)
+        import ray.data
+
+        ctx = ray.data.DataContext.get_current()
+        ctx.execution_options.preserve_order = True
+        ctx.enable_progress_bars = False
+        batch = batch or BATCH_DOCS
+        table = pa.table({"doc_id": [d.doc_id for d in documents], "text": [d.text for d in documents]})
+        ds = ray.data.from_arrow(table).map_batches(
+            _RayChunk, fn_constructor_kwargs={"config": self.key_config()}, batch_size=batch,
+            batch_format="pyarrow", concurrency=max(1, int(ray.cluster_resources().get("CPU", 1))),
+        )
+        for part in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
+            cols = [part.column(j).to_pylist() for j in range(5)]
+            chunks = list(map(Chunk, *cols))
+            if progress is not None:
+                progress.update(len(set(cols[1])))
+            yield chunks
+
+
+class _RayChunk:
+    """The Ray Data worker of ``chunker.engine=ray``: one chunker per worker, a batch of
+    documents in (``doc_id``, ``text``), its chunks out (the chunk file's columns)."""
+
+    def __init__(self, config: dict[str, Any]):
+        self.chunker = TokenChunker(**config)
+
+    def __call__(self, batch: Any) -> Any:
+        import pyarrow as pa
+
+        ids, texts = batch.column("doc_id").to_pylist(), batch.column("text").to_pylist()
+        docs = [Document(i, t) for i, t in zip(ids, texts)]
+        chunks = [c for part in self.chunker.iter_batches(docs, batch=len(docs)) for c in part]
+        return pa.Table.from_batches([chunkstore.to_batch(chunks)]) if chunks else chunkstore.schema().empty_table()
 
 
 @functools.lru_cache(maxsize=8)

@@ -77,7 +77,7 @@ class ChunkTable(Sequence[Chunk]):
         return f"ChunkTable({len(self)} chunks, {self.path})"
 
 
-def _schema() -> Any:
+def schema() -> Any:
     import pyarrow as pa
 
     return pa.schema([("chunk_id", pa.string()), ("doc_id", pa.string()), ("start", pa.int64()),
@@ -91,7 +91,7 @@ def to_batch(chunks: list[Chunk]) -> Any:
         [pa.array([c.chunk_id for c in chunks], pa.string()), pa.array([c.doc_id for c in chunks], pa.string()),
          pa.array([c.start for c in chunks], pa.int64()), pa.array([c.end for c in chunks], pa.int64()),
          pa.array([c.text for c in chunks], pa.large_string())],
-        schema=_schema(),
+        schema=schema(),
     )
 
 
@@ -104,7 +104,7 @@ def write(path: Path, batches: Iterable[list[Chunk]], keep: list[Chunk] | None =
     tmp = path.parent / f".tmp-{path.name}-{uuid.uuid4().hex}"
     n = 0
     try:
-        with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, _schema()) as writer:
+        with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, schema()) as writer:
             for part in batches:
                 if part:
                     writer.write_batch(to_batch(part))
