@@ -126,11 +126,15 @@ def main() -> int:
     p.add_argument("--out", type=Path, default=None, help="append the results as markdown here")
     p.add_argument("--tput-docs", type=int, default=50_000)
     p.add_argument("--timeout", type=float, default=3600)
+    p.add_argument("--src", type=Path, default=ROOT / "src", help="the ragsweep source to run (e.g. an older checkout's src/)")
+    p.add_argument("--skip-throughput", action="store_true")
     a = p.parse_args()
 
     corpus, queries, size = build_corpus(a.docs, a.workdir)
     print(f"corpus: {a.docs:,} documents, {size / 2**20:,.0f} MB of JSONL ({corpus})", flush=True)
-    tp = throughput(corpus, min(a.tput_docs, a.docs))
+    tp = {"docs": 0, "chunks": 0, "tokenizer_docs_s": float("nan"), "chunker_docs_s": float("nan")}
+    if not a.skip_throughput:
+        tp = throughput(corpus, min(a.tput_docs, a.docs))
     print(f"chunking throughput on {tp['docs']:,} documents: chunker {tp['chunker_docs_s']:,.0f} doc/s, "
           f"tokenizer's own batched limit {tp['tokenizer_docs_s']:,.0f} doc/s "
           f"(ratio {tp['tokenizer_docs_s'] / tp['chunker_docs_s']:.2f}x)", flush=True)
@@ -145,7 +149,7 @@ def main() -> int:
             run_dir = a.workdir / f"run_{a.docs}_{retriever}"
             shutil.rmtree(run_dir, ignore_errors=True)
             run_dir.mkdir(parents=True)
-            env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "FAKE_KEY": "x", "HF_HUB_OFFLINE": "1",
+            env = {**os.environ, "PYTHONPATH": str(a.src), "FAKE_KEY": "x", "HF_HUB_OFFLINE": "1",
                    "TRANSFORMERS_OFFLINE": "1", "RAGSWEEP_FINGERPRINTS": str(run_dir / "fingerprints.json")}
             args = ["dataset=jsonl", f"dataset.corpus={corpus}", f"dataset.queries={queries}",
                     f"retriever={retriever}", "evaluator=none", "generator=external",
@@ -167,7 +171,7 @@ def main() -> int:
         server.wait(timeout=10)
 
     load = os.getloadavg()
-    md = [f"\n## {a.docs:,} documents ({size / 2**20:,.0f} MB JSONL), retrievers {a.retrievers}\n",
+    md = [f"\n## {a.docs:,} documents ({size / 2**20:,.0f} MB JSONL), retrievers {a.retrievers}, source {a.src}\n",
           f"command: `nice -n 10 python experiments/bench_corpus_scale.py --docs {a.docs} --retrievers {a.retrievers}`  ",
           f"machine: {os.cpu_count()} cores, shared with other jobs; load average at the end {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}\n",
           f"chunking throughput ({tp['docs']:,} documents, {tp['chunks']:,} chunks): chunker {tp['chunker_docs_s']:,.0f} doc/s, "
