@@ -276,3 +276,20 @@ def test_disabled_cache_persists_nothing(tmp_path):
         r.index(chunks, cache=cache)
         assert r.search([Query("q", "bees topic3")], k=1, cache=cache)["q"][0].chunk.doc_id == "d3"
     assert not (tmp_path / "off").exists()
+
+
+def test_index_advances_the_stage_bar_it_is_given(tmp_path):
+    """The pipeline's ``index`` bar moves while BM25 indexes (it used to sit at 0/N until done)."""
+    from ragsweep.retriever import bm25
+
+    class Bar:
+        def __init__(self):
+            self.steps = []
+
+        def update(self, n):
+            self.steps.append(n)
+
+    chunks = [Chunk(f"c#{i}", f"d{i}", 0, 5, f"word{i % 13} text {i}") for i in range(2 * bm25._INDEX_BATCH + 5)]
+    bar = Bar()
+    bm25.BM25Retriever().index(chunks, cache=Cache(tmp_path), progress=bar)
+    assert bar.steps == [bm25._INDEX_BATCH, bm25._INDEX_BATCH, 5]

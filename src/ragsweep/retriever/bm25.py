@@ -196,7 +196,9 @@ class BM25Retriever(Retriever):
         vocab: dict[str, int] = {}
         docs, toks, tfs, lens = [], [], [], []
         n = len(chunks)
-        bar = tqdm(total=n, desc="bm25 index", unit="chunk", disable=n < PROGRESS_MIN, smoothing=0.1)
+        own = self.progress is None
+        bar = tqdm(total=n, desc="bm25 index", unit="chunk", disable=n < PROGRESS_MIN, smoothing=0.1) if own \
+            else self.progress
         try:
             for s in range(0, n, _INDEX_BATCH):
                 texts = [c.text for c in chunks[s : s + _INDEX_BATCH]] if not hasattr(chunks, "texts") \
@@ -211,7 +213,8 @@ class BM25Retriever(Retriever):
                     tfs.append(counts.astype(np.float32))
                 bar.update(len(texts))
         finally:
-            bar.close()
+            if own:
+                bar.close()
         if not vocab or not docs:
             return None
         doc = np.concatenate(docs); del docs

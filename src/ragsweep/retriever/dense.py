@@ -142,12 +142,14 @@ class DenseRetriever(Retriever):
         dim = self.load_model().get_sentence_embedding_dimension()
         if dim:  # a flat index that cannot fit fails now, not after hours of encoding
             faiss_index.check_fits(self.config.index, len(texts), int(dim), self.config.hnsw_m)
+        own = self.progress is None
         bar = tqdm(total=len(texts), desc="embedding chunks", unit="chunk", disable=len(texts) < PROGRESS_MIN_TEXTS,
-                   smoothing=0.1)
+                   smoothing=0.1) if own else self.progress
         try:
             return store.build(texts, encode, progress=bar)
         finally:
-            bar.close()
+            if own:
+                bar.close()
 
     # -- index / search ---------------------------------------------------------------------
     def _build(self, chunks: list[Chunk], cache: Any) -> None:
