@@ -90,6 +90,7 @@ def test_corpus_fingerprint_remembered_by_file_stat(tmp_path, monkeypatch):
     corpus, queries = tmp_path / "c.jsonl", tmp_path / "q.jsonl"
     corpus.write_text('{"doc_id": "a", "text": "alpha beta"}\n{"doc_id": "b", "text": "gamma"}\n')
     queries.write_text('{"query_id": "q", "query": "alpha"}\n')
+    os.utime(corpus, ns=(10**18, 10**18))  # not just written (a just-written file is always hashed)
     first = JsonlDataset(corpus=str(corpus), queries=str(queries)).load()
     assert first.documents.fingerprint == fp.hash_documents(first.documents)
 
@@ -102,10 +103,14 @@ def test_corpus_fingerprint_remembered_by_file_stat(tmp_path, monkeypatch):
     monkeypatch.undo()
     monkeypatch.setenv("RAGSWEEP_FINGERPRINTS", str(tmp_path / "memo.json"))
     corpus.write_text('{"doc_id": "a", "text": "alpha beta"}\n{"doc_id": "b", "text": "delta"}\n')
-    os.utime(corpus, ns=(1, 1))
+    os.utime(corpus, ns=(10**18 + 1, 10**18 + 1))  # same size, a later mtime
     changed = JsonlDataset(corpus=str(corpus), queries=str(queries)).load()
     assert changed.documents.fingerprint != first.documents.fingerprint
     assert changed.documents.fingerprint == fp.hash_documents(changed.documents)
+    # a file rewritten just now (same size): hashed, never a remembered entry
+    corpus.write_text('{"doc_id": "a", "text": "alpha beta"}\n{"doc_id": "b", "text": "omega"}\n')
+    racy = JsonlDataset(corpus=str(corpus), queries=str(queries)).load()
+    assert racy.documents.fingerprint == fp.hash_documents(racy.documents) != changed.documents.fingerprint
 
 
 def test_bm25s_index_reloads_memory_mapped_with_the_same_ranking(tmp_path):

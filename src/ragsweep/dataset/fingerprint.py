@@ -4,7 +4,8 @@ Hashing a large corpus takes seconds, so a loader that reads files remembers the
 what it built against each source file's ``(path, size, mtime, inode)`` and its own config
 (:func:`remembered`); a later run over unchanged files reuses it instead of hashing again. The
 memo lives in ``~/.cache/ragsweep/fingerprints.json`` (``RAGSWEEP_FINGERPRINTS`` overrides the
-path); a changed size, mtime or inode of any source file is a different entry.
+path); a changed size, mtime or inode of any source file is a different entry, and a file
+written in the last few seconds is always hashed (a same-size rewrite may keep its mtime tick).
 """
 
 from __future__ import annotations
@@ -60,6 +61,18 @@ def source_key(paths: Sequence[str | os.PathLike], config: Any) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
+#: a file modified less than this many seconds ago is hashed, not remembered ("racy git": a
+#: rewrite of the same size within one timestamp tick would otherwise keep the old fingerprint)
+RACY_S = 3.0
+
+
+def _racy(paths: Sequence[str | os.PathLike]) -> bool:
+    import time
+
+    now = time.time()
+    return any(now - os.stat(p).st_mtime < RACY_S for p in paths)
+
+
 def _read_memo(path: Path) -> dict[str, str]:
     try:
         data = json.loads(path.read_text())
@@ -79,6 +92,9 @@ def remembered(paths: Sequence[str | os.PathLike], config: Any, documents: Seque
         docs.fingerprint = hash_documents(docs)
         return docs
     path = memo_path()
+    if _racy(paths):  # written in the last seconds: a same-size rewrite could share its mtime
+        docs.fingerprint = (compute or (lambda: hash_documents(docs)))()
+        return docs
     memo = _read_memo(path)
     if key in memo:
         docs.fingerprint = memo[key]
