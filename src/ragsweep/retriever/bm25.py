@@ -10,13 +10,17 @@ removed unless ``stopwords: null``). BM25Okapi scores a term ``t`` of a document
 ``idf(t) = ln((N-df+0.5)/(df+0.5))`` and, for terms in more than half the documents (negative
 idf), the floor ``epsilon * mean(idf over the vocabulary)`` (epsilon = 0.25). No bm25s variant
 has that idf: ``robertson`` clamps negative idf to 0, ``lucene`` uses ``ln(1 + ...)``. So the
-bm25s index is built with the ATIRE term-frequency part (which is BM25Okapi's) and the Lucene
-idf (always positive), and each vocabulary column of its score matrix is then rescaled by
-``okapi_idf / lucene_idf``. Scores agree with rank_bm25 to floating-point precision (float64)
-and rankings are identical (ties: chunk order, see the base class).
+bm25s index (its CSC score matrix: one column per word, one row per chunk) is built here in numpy
+with BM25Okapi's own idf: chunks are tokenised a batch at a time, words factorised to ids per
+batch (no list of every chunk's tokens is kept), document frequencies come from the matrix's
+columns (no second pass). The matrix is stored in ``retriever.dtype`` (float32 by default: the
+SciFact rankings are identical, see experiments/results/bm25_float32_scifact.md) and a query's
+words are summed in float64. Rankings are identical to rank_bm25's (ties: chunk order, see the
+base class).
 
-Indexes are persisted in the cache's blob directory (stage ``"index"``): bm25s with its own
-``save``/``load``, rank_bm25 pickled.
+Indexes are persisted in the cache's blob directory (stage ``"index"``): bm25s in its own format
+(``save``), loaded with ``mmap=True`` so a query reads only the columns of its own words;
+rank_bm25 pickled.
 """
 
 from __future__ import annotations
