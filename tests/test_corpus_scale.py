@@ -157,7 +157,7 @@ from ragsweep.retriever.dense import DenseRetriever
 from ragsweep.types import Chunk
 
 class Fake:
-    def get_sentence_embedding_dimension(self):
+    def get_embedding_dimension(self):
         return 8
     def encode(self, texts, **kw):
         time.sleep(float(sys.argv[3]))

@@ -139,7 +139,9 @@ class DenseRetriever(Retriever):
             # through the per-text embedding cache: texts other chunkers or jobs encoded are reused
             return self.embed(todo, cache, normalize=False, progress=False)
 
-        dim = self.load_model().get_sentence_embedding_dimension()
+        model = self.load_model()
+        dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        dim = dim()
         if dim:  # a flat index that cannot fit fails now, not after hours of encoding
             faiss_index.check_fits(self.config.index, len(texts), int(dim), self.config.hnsw_m)
         own = self.progress is None
