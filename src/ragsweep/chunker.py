@@ -15,12 +15,18 @@ rounded to the nearest token); 1 or more is a whole number of tokens.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
+from pathlib import Path
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
+
+import numpy as np
 
 from ragsweep.embeddings import resolve_model
-from ragsweep.cache import Cache, content_hash, fetch_one
+from ragsweep import chunkstore
+from ragsweep.cache import Cache
+from ragsweep.dataset.fingerprint import corpus_fingerprint
 from ragsweep.retriever.base import build_config
 from ragsweep.types import Chunk, Document
 
@@ -28,7 +34,11 @@ log = logging.getLogger(__name__)
 
 #: show a progress bar above this many documents
 PROGRESS_MIN_DOCS = 200
-_BATCH = 64
+ENGINES = ("local", "ray")
+#: config fields that do not change the chunks (kept out of the chunk cache key)
+RESULT_NEUTRAL = ("engine", "ray_address")
+#: documents per call of the (parallel, Rust) batch tokenizer
+BATCH_DOCS = 2048
 
 
 @functools.lru_cache(maxsize=8)
@@ -48,8 +58,14 @@ class TokenChunkerConfig:
     size: int = 300
     overlap: float = 0.2
     tokenizer: str = "minilm"
+    #: where chunking runs: ``local`` (this process, the tokenizer on every core) or ``ray`` (Ray
+    #: Data ``map_batches`` on a Ray cluster); the chunks are the same, so neither is in the cache key
+    engine: str = "local"
+    ray_address: str | None = None  # engine=ray: null = a local Ray instance; "auto" or HOST:PORT joins a cluster
 
     def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise ValueError(f"chunker.engine ({self.engine!r}) must be one of {', '.join(ENGINES)}")
         if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 1:
             raise ValueError(f"chunker.size ({self.size}) must be a whole number >= 1: set chunker.size to e.g. 300")
         if isinstance(self.overlap, bool) or not isinstance(self.overlap, (int, float)) or self.overlap < 0:
@@ -102,12 +118,34 @@ class TokenChunker:
     def __repr__(self) -> str:
         return f"TokenChunker({self.config})"
 
+    def key_config(self) -> dict[str, Any]:
+        """The config fields that decide the chunks."""
+        return {k: v for k, v in asdict(self.config).items() if k not in RESULT_NEUTRAL}
+
     # -- public -----------------------------------------------------------------------------
-    def chunk(self, documents: Sequence[Document], cache: Any = None) -> list[Chunk]:
-        """Chunks of every document, in document order; cached by config and document content."""
-        documents = list(documents)
-        key = Cache.key("chunks", asdict(self.config), content_hash([(d.doc_id, d.text) for d in documents]))
-        return fetch_one(cache, "chunks", key, lambda: self._chunk_all(documents))
+    def chunk(self, documents: Sequence[Document], cache: Any = None) -> Sequence[Chunk]:
+        """Chunks of every document, in document order; cached by config and corpus fingerprint.
+
+        With a cache, the chunks are written to an Arrow file under the cache dir batch by batch
+        as they are produced (:mod:`ragsweep.chunkstore`; the cache records only the file) and
+        returned as a memory-mapped :class:`~ragsweep.chunkstore.ChunkTable`; without one, as a
+        list."""
+        if not isinstance(documents, list):
+            documents = list(documents)
+        if cache is None or not getattr(cache, "enabled", True):
+            return self._chunk_all(documents)
+        key = Cache.key("chunks", chunkstore.FORMAT, self.key_config(), corpus_fingerprint(documents))
+        rec = cache.get("chunks", key)
+        root = Path(cache.root)
+        fingerprint = Cache.key("chunk-list", key)
+        if isinstance(rec, dict) and rec.get("format") == chunkstore.FORMAT and (root / rec["file"]).is_file():
+            table = chunkstore.ChunkTable(root / rec["file"], fingerprint)
+            self.stats = {"documents": len(documents), "chunks": len(table)}
+            return table
+        rel = Path("blobs") / "chunks" / key / chunkstore.FILE
+        n = chunkstore.write(root / rel, self._batches(documents))
+        cache.put("chunks", key, {"file": str(rel), "rows": n, "format": chunkstore.FORMAT})
+        return chunkstore.ChunkTable(root / rel, fingerprint)
 
     def token_offsets(self, texts: Sequence[str]) -> list[list[tuple[int, int]]]:
         """Character offsets of every token of every text (no special tokens, no truncation)."""
@@ -152,24 +190,153 @@ class TokenChunker:
             chunks.append(Chunk(f"{doc.doc_id}#{len(chunks)}", doc.doc_id, start, end, doc.text[start:end]))
         return chunks
 
+    # -- fast path ----------------------------------------------------------------------------
+    def boundaries(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Chunk boundaries of every text of a batch, computed vectorised.
+
+        Returns ``(text_index, start, end)`` arrays, one row per chunk, in text order; the same
+        chunks as :meth:`chunk_text` (which stays the reference). One call of the Rust tokenizer
+        for the whole batch (parallel over both cores), offsets read straight into numpy.
+        """
+        empty = np.zeros(0, dtype=np.int64)
+        live = [i for i, t in enumerate(texts) if t and not t.isspace()]
+        if not live:
+            return empty, empty, empty
+        encs = _backend(self.config.tokenizer).encode_batch([texts[i] for i in live], add_special_tokens=False)
+        counts = np.fromiter((len(e.offsets) for e in encs), dtype=np.int64, count=len(encs))
+        total = int(counts.sum())
+        flat = np.fromiter(
+            itertools.chain.from_iterable(itertools.chain.from_iterable(e.offsets for e in encs)),
+            dtype=np.int64, count=2 * total,
+        ).reshape(-1, 2)
+        owner, start, end = self.windows_of(flat, counts)
+        return np.asarray(live, dtype=np.int64)[owner], start, end
+
+    def windows_of(self, flat: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(text_index, start, end)`` of every chunk from the token offsets of a batch of texts
+        (``flat``: an ``(n_tokens, 2)`` array of character offsets, ``counts``: tokens per text)."""
+        n_texts = len(counts)
+        a, b = flat[:, 0], flat[:, 1]
+        owner = np.repeat(np.arange(n_texts, dtype=np.int64), counts)
+        keep = b > a  # tokens with an empty character range carry no text
+        a, b, owner = a[keep], b[keep], owner[keep]
+        n = np.bincount(owner, minlength=n_texts).astype(np.int64)  # kept tokens per text
+        base = np.concatenate(([0], np.cumsum(n)[:-1])).astype(np.int64)
+        size, stride = self.size, self.stride
+        # windows per text: one when it fits, else one every `stride` tokens until the end is reached
+        m = np.where(n == 0, 0, 1 + np.maximum(0, -(-(n - size) // stride)))
+        w_owner = np.repeat(np.arange(n_texts, dtype=np.int64), m)
+        first = np.concatenate(([0], np.cumsum(m)[:-1])).astype(np.int64)
+        k = np.arange(int(m.sum()), dtype=np.int64) - np.repeat(first, m)
+        lo = base[w_owner] + k * stride
+        hi = base[w_owner] + np.minimum(k * stride + size, n[w_owner])
+        # offsets that never go backwards (the usual case): first token's start, last token's end
+        same = owner[1:] == owner[:-1]
+        monotone = not bool(np.any(same & ((a[1:] < a[:-1]) | (b[1:] < b[:-1]))))
+        if monotone:
+            start, end = a[lo], b[hi - 1]
+        else:
+            start = np.array([a[i:j].min() for i, j in zip(lo, hi)], dtype=np.int64)
+            end = np.array([b[i:j].max() for i, j in zip(lo, hi)], dtype=np.int64)
+        return w_owner, start, end
+
+    def iter_batches(self, documents: Sequence[Document], batch: int | None = None,
+                     progress: Any = None) -> Iterator[list[Chunk]]:
+        """The chunks of ``documents`` (every document in order), one list per batch of documents."""
+        batch = batch or BATCH_DOCS
+        for s in range(0, len(documents), batch):
+            docs = documents[s : s + batch]
+            texts = [d.text for d in docs]
+            owner, start, end = self.boundaries(texts)
+            out: list[Chunk] = []
+            prev, nth = -1, 0
+            for i, a, b in zip(owner.tolist(), start.tolist(), end.tolist()):
+                nth = nth + 1 if i == prev else 0
+                prev = i
+                d = docs[i]
+                out.append(Chunk(f"{d.doc_id}#{nth}", d.doc_id, a, b, texts[i][a:b]))
+            if progress is not None:
+                progress.update(len(docs))
+            yield out
+
     # -- internals --------------------------------------------------------------------------
     def _chunk_all(self, documents: list[Document]) -> list[Chunk]:
+        chunks: list[Chunk] = []
+        for part in self._batches(documents):
+            chunks.extend(part)
+        return chunks
+
+    def _batches(self, documents: Sequence[Document]) -> Iterator[list[Chunk]]:
         from tqdm.auto import tqdm
 
         if any(d.text and not d.text.isspace() for d in documents):
             load_tokenizer(self.config.tokenizer)  # load before the progress bar starts
-        chunks: list[Chunk] = []
-        bar = tqdm(total=len(documents), desc="chunking", unit="doc", disable=len(documents) <= PROGRESS_MIN_DOCS)
+        n_chunks = 0
+        bar = tqdm(total=len(documents), desc="chunking", unit="doc", disable=len(documents) <= PROGRESS_MIN_DOCS,
+                   smoothing=0.1)
+        produce = self.iter_batches if self.config.engine == "local" else self._ray_batches
         try:
-            for b in range(0, len(documents), _BATCH):
-                batch = documents[b : b + _BATCH]
-                live = [d for d in batch if d.text and not d.text.isspace()]
-                offsets = dict(zip((id(d) for d in live), self.token_offsets([d.text for d in live]))) if live else {}
-                for d in batch:
-                    if id(d) in offsets:
-                        chunks.extend(self.chunk_text(d, offsets[id(d)]))
-                bar.update(len(batch))
+            for part in produce(documents, progress=bar):
+                n_chunks += len(part)
+                bar.set_postfix_str(f"{n_chunks:,} chunks", refresh=False)
+                yield part
         finally:
             bar.close()
-        self.stats = {"documents": len(documents), "chunks": len(chunks)}
-        return chunks
+        self.stats = {"documents": len(documents), "chunks": n_chunks}
+
+
+    def _ray_batches(self, documents: Sequence[Document], batch: int | None = None,
+                     progress: Any = None) -> Iterator[list[Chunk]]:
+        """:meth:`iter_batches` on Ray: Ray Data ``map_batches`` over the documents (order kept),
+        each worker running the same batched chunker; the chunks come back in document order."""
+        import pyarrow as pa
+        import ray
+
+        if not ray.is_initialized():
+            ray.init(address=self.config.ray_address, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False)
+        import ray.data
+
+        ctx = ray.data.DataContext.get_current()
+        ctx.execution_options.preserve_order = True
+        ctx.enable_progress_bars = False
+        batch = batch or BATCH_DOCS
+        table = pa.table({"doc_id": [d.doc_id for d in documents], "text": [d.text for d in documents]})
+        ds = ray.data.from_arrow(table).map_batches(
+            _RayChunk, fn_constructor_kwargs={"config": self.key_config()}, batch_size=batch,
+            batch_format="pyarrow", concurrency=max(1, int(ray.cluster_resources().get("CPU", 1))),
+        )
+        for part in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
+            cols = [part.column(j).to_pylist() for j in range(5)]
+            chunks = list(map(Chunk, *cols))
+            if progress is not None:
+                progress.update(len(set(cols[1])))
+            yield chunks
+
+
+class _RayChunk:
+    """The Ray Data worker of ``chunker.engine=ray``: one chunker per worker, a batch of
+    documents in (``doc_id``, ``text``), its chunks out (the chunk file's columns)."""
+
+    def __init__(self, config: dict[str, Any]):
+        self.chunker = TokenChunker(**config)
+
+    def __call__(self, batch: Any) -> Any:
+        import pyarrow as pa
+
+        ids, texts = batch.column("doc_id").to_pylist(), batch.column("text").to_pylist()
+        docs = [Document(i, t) for i, t in zip(ids, texts)]
+        chunks = [c for part in self.chunker.iter_batches(docs, batch=len(docs)) for c in part]
+        return pa.Table.from_batches([chunkstore.to_batch(chunks)]) if chunks else chunkstore.schema().empty_table()
+
+
+@functools.lru_cache(maxsize=8)
+def _backend(name: str) -> Any:
+    """The Rust tokenizer behind :func:`load_tokenizer`, without truncation or padding (as
+    ``tok(..., truncation=False)`` calls it)."""
+    import copy
+
+    backend = copy.deepcopy(load_tokenizer(name).backend_tokenizer)
+    backend.no_truncation()
+    backend.no_padding()
+    return backend

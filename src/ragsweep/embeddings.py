@@ -19,10 +19,10 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from ragsweep.cache import Cache, fetch
+from ragsweep.cache import Cache, _Fetch
 
 #: encoded vectors are stored this many texts at a time, so a killed job keeps what it encoded
-STORE_EVERY = 2048
+STORE_EVERY = 256
 PROGRESS_MIN_TEXTS = 256
 
 
@@ -87,6 +87,7 @@ def embed_texts(
     cache: Any = None,
     desc: str = "embedding",
     batch_size: int = 64,
+    progress: bool = True,
 ) -> tuple[dict[str, np.ndarray], int]:
     """Raw float32 vector of every distinct text, and how many were encoded (not cached).
 
@@ -96,14 +97,14 @@ def embed_texts(
     """
     keys = {t: Cache.key("embeddings", model_key, t) for t in dict.fromkeys(texts)}
     encoded = 0
-    bar: Any = None
+    job = _Fetch(cache, "embeddings", keys, None)
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=len(job.missing), desc=desc, unit="text", disable=not progress or len(job.missing) < PROGRESS_MIN_TEXTS,
+               smoothing=0.1)
 
     def compute(todo: list[str]) -> dict[str, np.ndarray]:
-        nonlocal encoded, bar
-        if bar is None:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(desc=desc, unit="text", disable=len(todo) < PROGRESS_MIN_TEXTS)
+        nonlocal encoded
         todo = sorted(todo, key=len)
         out: dict[str, np.ndarray] = {}
         for i in range(0, len(todo), batch_size):
@@ -114,8 +115,96 @@ def embed_texts(
         return out
 
     try:
-        found = fetch(cache, "embeddings", keys, compute, block=STORE_EVERY)
+        for part in job.blocks(STORE_EVERY):
+            job.store(compute(part))
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
+    found = job.result()
     return {t: np.asarray(v, dtype=np.float32) for t, v in found.items()}, encoded
+
+
+#: corpus embeddings are appended to their file this many at a time: a kill loses at most one block
+CORPUS_BLOCK = 256
+
+
+class EmbeddingFile:
+    """The embeddings of a corpus (one row per text, in order) as a float32 memory-mapped file.
+
+    ``blobs/embeddings/<key>/vectors.f32`` once complete; while encoding, rows are appended to
+    ``<key>.partial/vectors.f32`` in blocks of :data:`CORPUS_BLOCK`, each written whole and
+    flushed to disk before the next is encoded, so a killed job keeps every finished block and
+    the next run resumes after the last one. A lock file keeps two jobs from appending at once.
+    """
+
+    def __init__(self, root: str | os.PathLike, key: str):
+        from pathlib import Path
+
+        base = Path(root) / "blobs" / "embeddings"
+        self.final = base / key
+        self.partial = base / f"{key}.partial"
+
+    @property
+    def done(self) -> bool:
+        return (self.final / "meta.json").is_file()
+
+    def load(self) -> np.ndarray:
+        import json
+
+        meta = json.loads((self.final / "meta.json").read_text())
+        n, dim = int(meta["rows"]), int(meta["dim"])
+        if n == 0:
+            return np.zeros((0, dim), dtype=np.float32)
+        return np.memmap(self.final / "vectors.f32", dtype=np.float32, mode="r", shape=(n, dim))
+
+    def rows_done(self) -> tuple[int, int | None]:
+        """Complete rows already in the partial file (a torn last block is cut off) and the width."""
+        import json
+
+        meta = self.partial / "meta.json"
+        vec = self.partial / "vectors.f32"
+        if not meta.is_file() or not vec.is_file():
+            return 0, None
+        dim = int(json.loads(meta.read_text())["dim"])
+        rows = vec.stat().st_size // (4 * dim)
+        return rows, dim
+
+    def build(self, texts: Sequence[str], encode: Callable[[list[str]], Any], progress: Any = None,
+              block: int = CORPUS_BLOCK) -> np.ndarray:
+        """Encode what is missing (resuming a partial file) and return the memory-mapped rows."""
+        import fcntl
+        import json
+
+        if self.done:
+            return self.load()
+        self.partial.mkdir(parents=True, exist_ok=True)
+        with open(self.partial / "lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # another job encoding the same corpus: wait for it
+            if self.done:
+                return self.load()
+            start, dim = self.rows_done()
+            vec_path = self.partial / "vectors.f32"
+            if dim is not None:
+                with open(vec_path, "r+b") as f:
+                    f.truncate(start * 4 * dim)
+            if progress is not None and start:
+                progress.update(start)
+            with open(vec_path, "ab") as f:
+                for s in range(start, len(texts), block):
+                    part = list(texts[s : s + block])
+                    order = sorted(range(len(part)), key=lambda i: len(part[i]))  # less padding
+                    out = np.asarray(encode([part[i] for i in order]), dtype=np.float32)
+                    rows = np.empty_like(out)
+                    rows[order] = out
+                    if dim is None:
+                        dim = int(rows.shape[1])
+                        (self.partial / "meta.json").write_text(json.dumps({"dim": dim}))
+                    f.write(np.ascontiguousarray(rows).tobytes())
+                    f.flush()
+                    os.fsync(f.fileno())
+                    if progress is not None:
+                        progress.update(len(part))
+            if dim is None:  # no texts at all
+                dim = 0
+            (self.partial / "meta.json").write_text(json.dumps({"dim": dim, "rows": len(texts)}))
+            os.replace(self.partial, self.final)
+        return self.load()

@@ -120,8 +120,8 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
 
     retriever = instantiate(cfg.retriever)
     with timer("index", total=len(chunks), unit="chunks") as bar:
-        retriever.index(chunks, cache=cache)
-        bar.update(len(chunks))
+        retriever.index(chunks, cache=cache, progress=bar)  # BM25 / dense encoding advance the bar
+        bar.update(len(chunks) - bar.n)
     k = int(cfg.retriever.top_k)
     reranker = instantiate(cfg.reranker) if "reranker" in cfg else None  # retrieve `depth`, rerank to k
     depth = max(k, min(getattr(reranker, "depth", None) or k, len(chunks)))

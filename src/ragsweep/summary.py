@@ -54,7 +54,7 @@ class Stages:
         t0 = time.perf_counter()
         show = total is not None and not quiet()
         bar = tqdm(total=total, desc=f"{stage:<9}", unit=f" {unit}", disable=not show, leave=True,
-                   file=sys.stderr, dynamic_ncols=True, bar_format="{desc} {n_fmt}/{total_fmt}{unit} [{elapsed}]{postfix}")
+                   file=sys.stderr, dynamic_ncols=True, bar_format="{desc} {n_fmt}/{total_fmt}{unit} [{elapsed}<{remaining}]{postfix}")
         try:
             yield bar
         finally:

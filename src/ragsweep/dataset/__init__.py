@@ -15,6 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, ClassVar, Iterator
 
+from ragsweep.dataset.fingerprint import remembered
 from ragsweep.errors import DataError
 from ragsweep.types import Dataset, Document, Query, Span
 
@@ -273,7 +274,9 @@ class JsonlDataset(_Loader):
             queries.append(
                 Query(str(_require(obj, "query_id", where)), str(_require(obj, "query", where)), obj.get("gt_answer"), _whole_doc_spans(rel, docs, where))
             )
-        return finish(self.config.name, documents, queries, self.config.limit, str(cpath))
+        ds = finish(self.config.name, documents, queries, self.config.limit, str(cpath))
+        ds.documents = remembered([cpath], "jsonl", ds.documents)  # the corpus fingerprint, hashed once per file
+        return ds
 
 
 class BeirDataset(_Loader):
@@ -315,7 +318,9 @@ class BeirDataset(_Loader):
             qid = str(_require(obj, "_id", f"{root / 'queries.jsonl'}:{n}"))
             if qid in qrels:
                 queries.append(Query(qid, str(obj.get("text", "")), None, _whole_doc_spans(qrels[qid], docs, str(qrels_path))))
-        return finish(self.config.name, documents, queries, self.config.limit, str(root))
+        ds = finish(self.config.name, documents, queries, self.config.limit, str(root))
+        ds.documents = remembered([root / "corpus.jsonl"], "beir", ds.documents)
+        return ds
 
 
 class RagcheckerDataset(_Loader):

@@ -101,9 +101,10 @@ class Retriever:
 
     def __init__(self, **kwargs: Any) -> None:
         self.config = build_config(self.Config, kwargs, "retriever")
-        self.chunks: list[Chunk] = []
+        self.chunks: Sequence[Chunk] = []
         self.fingerprint: str | None = None
         self.stats: dict[str, int] = {"queries_computed": 0, "queries_cached": 0}
+        self.progress: Any = None
 
     # -- properties -------------------------------------------------------------------------
     @property
@@ -119,10 +120,17 @@ class Retriever:
         return f"{type(self).__name__}({self.config})"
 
     # -- protocol ---------------------------------------------------------------------------
-    def index(self, chunks: Sequence[Chunk], cache: Any = None) -> None:
-        """Index ``chunks``; their order is the tie-break order of every later search."""
-        self.chunks = list(chunks)
-        self.fingerprint = chunks_fingerprint(self.chunks)
+    def index(self, chunks: Sequence[Chunk], cache: Any = None, progress: Any = None) -> None:
+        """Index ``chunks``; their order is the tie-break order of every later search.
+
+        ``progress``: a progress bar (``update(n)``) over the chunks that a retriever whose index
+        takes a while (BM25, dense encoding) advances as it goes instead of showing its own."""
+        self.progress = progress
+        from ragsweep.chunkstore import ChunkTable
+
+        known = getattr(chunks, "fingerprint", None)  # the chunker's (a ChunkTable): no re-hashing
+        self.chunks = chunks if isinstance(chunks, ChunkTable) else list(chunks)  # memory-mapped stays so
+        self.fingerprint = known or chunks_fingerprint(self.chunks)
         if self.chunks:
             self._build(self.chunks, cache)
 

@@ -10,25 +10,29 @@ removed unless ``stopwords: null``). BM25Okapi scores a term ``t`` of a document
 ``idf(t) = ln((N-df+0.5)/(df+0.5))`` and, for terms in more than half the documents (negative
 idf), the floor ``epsilon * mean(idf over the vocabulary)`` (epsilon = 0.25). No bm25s variant
 has that idf: ``robertson`` clamps negative idf to 0, ``lucene`` uses ``ln(1 + ...)``. So the
-bm25s index is built with the ATIRE term-frequency part (which is BM25Okapi's) and the Lucene
-idf (always positive), and each vocabulary column of its score matrix is then rescaled by
-``okapi_idf / lucene_idf``. Scores agree with rank_bm25 to floating-point precision (float64)
-and rankings are identical (ties: chunk order, see the base class).
+bm25s index (its CSC score matrix: one column per word, one row per chunk) is built here in numpy
+with BM25Okapi's own idf: chunks are tokenised a batch at a time, words factorised to ids per
+batch (no list of every chunk's tokens is kept), document frequencies come from the matrix's
+columns (no second pass). The matrix is stored in ``retriever.dtype`` (float32 by default: the
+SciFact rankings are identical, see experiments/results/bm25_float32_scifact.md) and a query's
+words are summed in float64. Rankings are identical to rank_bm25's (ties: chunk order, see the
+base class).
 
-Indexes are persisted in the cache's blob directory (stage ``"index"``): bm25s with its own
-``save``/``load``, rank_bm25 pickled.
+Indexes are persisted in the cache's blob directory (stage ``"index"``): bm25s in its own format
+(``save``), loaded with ``mmap=True`` so a query reads only the columns of its own words;
+rank_bm25 pickled.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import pickle
 import logging
 import re
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -38,6 +42,10 @@ from ragsweep.types import Chunk
 _WORD = re.compile(r"\w+", re.UNICODE)
 BACKENDS = ("bm25s", "rank_bm25")
 EPSILON = 0.25  # rank_bm25.BM25Okapi's default floor factor for negative idf
+#: the on-disk index layout (a change of it is a new cache key)
+FORMAT = "bm25s-csc-v2"
+_INDEX_BATCH = 4096
+PROGRESS_MIN = 2000
 
 
 def _import_bm25s():  # noqa: ANN202
@@ -66,6 +74,15 @@ def tokenize(text: str, lowercase: bool = True, stopwords: frozenset[str] = froz
     return toks
 
 
+def okapi_idf_array(df: np.ndarray, n_docs: int, epsilon: float = EPSILON) -> np.ndarray:
+    """:func:`okapi_idf` over a vector of document frequencies (one per vocabulary word)."""
+    df = np.asarray(df, dtype=np.float64)
+    idf = np.log(n_docs - df + 0.5) - np.log(df + 0.5)
+    if idf.size:
+        idf = np.where(idf < 0, epsilon * float(math.fsum(idf.tolist())) / idf.size, idf)
+    return idf
+
+
 def okapi_idf(doc_freqs: dict[str, int], n_docs: int, epsilon: float = EPSILON) -> dict[str, float]:
     """BM25Okapi's idf, computed exactly as ``rank_bm25.BM25Okapi._calc_idf`` does."""
     idf: dict[str, float] = {}
@@ -90,9 +107,12 @@ class BM25Config(RetrieverConfig):
     b: float = 0.75
     lowercase: bool = True
     stopwords: str | None = "english"
+    dtype: str = "float32"  # the stored score matrix (bm25s); sums are float64 either way
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.dtype not in ("float32", "float64"):
+            raise ValueError(f"retriever.dtype ({self.dtype!r}) must be float32 or float64")
         if self.backend not in BACKENDS:
             raise ValueError(f"retriever.backend ({self.backend!r}) must be one of {', '.join(BACKENDS)}")
         if self.k1 < 0:
@@ -118,28 +138,25 @@ class BM25Retriever(Retriever):
         return tokenize(text, self.config.lowercase, self._stop_set)
 
     # -- index ------------------------------------------------------------------------------
-    def _build(self, chunks: list[Chunk], cache: Any) -> None:
+    def _build(self, chunks: Sequence[Chunk], cache: Any) -> None:
         self._n = len(chunks)
-        corpus: list[list[str]] | None = None
-
-        def tokens() -> list[list[str]]:
-            nonlocal corpus
-            if corpus is None:
-                corpus = [self._tok(c.text) for c in chunks]
-            return corpus
-
-        build = self._build_bm25s if self.config.backend == "bm25s" else self._build_rank_bm25
-        if cache is None:
-            self._model = build(tokens())
+        if self.config.backend == "bm25s":
+            def build() -> Any:
+                return self._build_bm25s(chunks)
+        else:
+            def build() -> Any:
+                return self._build_rank_bm25([self._tok(c.text) for c in chunks])
+        if cache is None or not getattr(cache, "enabled", True):  # nothing persisted
+            self._model = build()
             return
         built: dict[str, Any] = {}
 
         def writer(tmp: Path) -> None:
-            model = build(tokens())
+            model = build()
             built["model"] = model
             self._save(model, tmp)
 
-        key = cache.key("index", self.cache_config(), self.fingerprint)
+        key = cache.key("index", FORMAT, self.cache_config(), self.fingerprint)
         path = cache.blob_dir("index", key, writer)
         self._model = built["model"] if "model" in built else self._load(path)
 
@@ -150,35 +167,88 @@ class BM25Retriever(Retriever):
             return None
         return BM25Okapi(corpus, k1=self.config.k1, b=self.config.b, epsilon=EPSILON)
 
-    def _build_bm25s(self, corpus: list[list[str]]) -> Any:
-        bm25s = _import_bm25s()
+    def _token_ids(self, texts: list[str], vocab: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
+        """Vocabulary ids of every kept token of ``texts`` (new words added to ``vocab``) and the
+        index of the text each belongs to. Words are factorised once per batch (pandas, C), so
+        the per-token work stays out of Python."""
+        import pandas as pd
 
-        if not any(corpus):
-            return None
-        model = bm25s.BM25(
-            k1=self.config.k1, b=self.config.b, method="atire", idf_method="lucene", dtype="float64", backend="numpy"
+        if self._stop_set is None:
+            self._stop_set = _stopword_set(self.config.stopwords)
+        stop = self._stop_set
+        low = self.config.lowercase
+        toks = [_WORD.findall(t.lower() if low else t) for t in texts]
+        lens = np.fromiter(map(len, toks), dtype=np.int64, count=len(toks))
+        if not lens.sum():
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        codes, uniques = pd.factorize(np.fromiter(itertools.chain.from_iterable(toks), dtype=object, count=int(lens.sum())))
+        gid = np.fromiter(
+            (-1 if (stop and u.lower() in stop) else vocab.setdefault(u, len(vocab)) for u in uniques),
+            dtype=np.int64, count=len(uniques),
         )
-        model.index(corpus, create_empty_token=False, show_progress=False)
-        # rescale each vocabulary column from Lucene's idf to BM25Okapi's idf
-        df: Counter[str] = Counter()
-        for doc in corpus:
-            df.update(set(doc))
-        n = len(corpus)
-        target = okapi_idf(dict(df), n)
-        ratio = np.zeros(len(model.vocab_dict), dtype=np.float64)
-        for token, j in model.vocab_dict.items():
-            f = df[token]
-            ratio[j] = target[token] / math.log(1 + (n - f + 0.5) / (f + 0.5))
-        data, indptr = model.scores["data"], model.scores["indptr"]
-        counts = np.diff(indptr)
-        model.scores["data"] = (data * np.repeat(ratio[: len(counts)], counts)).astype(np.float64)
+        ids = gid[codes]
+        owner = np.repeat(np.arange(len(texts), dtype=np.int64), lens)
+        keep = ids >= 0
+        return ids[keep], owner[keep]
+
+    def _build_bm25s(self, chunks: Sequence[Chunk]) -> Any:
+        """The bm25s eager index (CSC score matrix, one column per word), built in numpy batch by
+        batch with BM25Okapi's idf directly (no token lists kept, no second idf pass)."""
+        from tqdm.auto import tqdm
+
+        bm25s = _import_bm25s()
+        vocab: dict[str, int] = {}
+        docs, toks, tfs, lens = [], [], [], []
+        n = len(chunks)
+        own = self.progress is None
+        bar = tqdm(total=n, desc="bm25 index", unit="chunk", disable=n < PROGRESS_MIN, smoothing=0.1) if own \
+            else self.progress
+        try:
+            for s in range(0, n, _INDEX_BATCH):
+                texts = [c.text for c in chunks[s : s + _INDEX_BATCH]] if not hasattr(chunks, "texts") \
+                    else chunks.texts(s, s + _INDEX_BATCH)
+                ids, owner = self._token_ids(texts, vocab)
+                lens.append(np.bincount(owner, minlength=len(texts)).astype(np.int32))
+                if ids.size:
+                    width = np.int64(len(vocab) + 1)
+                    keys, counts = np.unique(owner * width + ids, return_counts=True)
+                    docs.append((keys // width + s).astype(np.int32))
+                    toks.append((keys % width).astype(np.int32))
+                    tfs.append(counts.astype(np.float32))
+                bar.update(len(texts))
+        finally:
+            if own:
+                bar.close()
+        if not vocab or not docs:
+            return None
+        doc = np.concatenate(docs); del docs
+        tok = np.concatenate(toks); del toks
+        tf = np.concatenate(tfs); del tfs
+        dl = np.concatenate(lens).astype(np.float64)
+        v = len(vocab)
+        df = np.bincount(tok, minlength=v)
+        idf = okapi_idf_array(df, n)
+        k1, b = self.config.k1, self.config.b
+        norm = (k1 * (1 - b + b * dl / dl.mean())).astype(np.float64)
+        data = (idf[tok] * (tf * (k1 + 1)) / (tf + norm[doc])).astype(self.config.dtype)
+        del tf
+        order = np.argsort(tok, kind="stable")  # by word, chunks ascending within a word
+        indices = doc[order]; del doc
+        data = data[order]; del order, tok
+        indptr = np.concatenate(([0], np.cumsum(df))).astype(np.int64)
+        model = bm25s.BM25(k1=self.config.k1, b=self.config.b, method="atire", idf_method="lucene",
+                           dtype=self.config.dtype, int_dtype="int32", backend="numpy")
+        model.scores = {"data": data, "indices": indices, "indptr": indptr, "num_docs": n}
+        model.vocab_dict = vocab
+        model.unique_token_ids_set = set(vocab.values())
+        model.nonoccurrence_array = None  # ATIRE has none (set by bm25s's own index())
         return model
 
     def _save(self, model: Any, path: Path) -> None:
         if model is None:
             (path / "empty").write_text("no tokens in any chunk\n")
         elif self.config.backend == "bm25s":
-            model.save(str(path))
+            model.save(str(path), show_progress=False)
         else:
             with open(path / "rank_bm25.pkl", "wb") as f:
                 pickle.dump(model, f, protocol=pickle.HIGHEST_PROTOCOL)
@@ -189,7 +259,8 @@ class BM25Retriever(Retriever):
         if self.config.backend == "bm25s":
             bm25s = _import_bm25s()
 
-            return bm25s.BM25.load(str(path))
+            # memory-mapped: a query reads only the columns of its own words
+            return bm25s.BM25.load(str(path), mmap=True, load_corpus=False)
         with open(path / "rank_bm25.pkl", "rb") as f:
             return pickle.load(f)
 
@@ -204,7 +275,9 @@ class BM25Retriever(Retriever):
         ids = self._model.get_tokens_ids(toks)
         if not ids:
             return np.zeros(self._n)
-        return np.asarray(self._model.get_scores_from_ids(ids), dtype=np.float64)
+        sc = self._model.scores
+        return self._model._compute_relevance_from_scores(  # summed in float64 from the stored values
+            sc["data"], sc["indptr"], sc["indices"], sc["num_docs"], np.asarray(ids, dtype=np.int64), np.float64)
 
     def _search(self, texts: list[str], k: int, cache: Any) -> list[tuple[np.ndarray, np.ndarray]]:
         return [rank_top_k(self.scores(t), k) for t in texts]

@@ -20,7 +20,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ragsweep.embeddings import embed_texts, load_sentence_transformer, model_key as embedding_model_key
+from ragsweep.cache import Cache
+from ragsweep.embeddings import PROGRESS_MIN_TEXTS, EmbeddingFile, embed_texts, load_sentence_transformer
+from ragsweep.embeddings import model_key as embedding_model_key
+from ragsweep.retriever import faiss_index
 from ragsweep.embeddings import minilm_path, model_id  # noqa: F401 - imported from here by others
 
 from ragsweep.retriever.base import SCORE_DECIMALS, Retriever, RetrieverConfig
@@ -48,6 +51,9 @@ class DenseConfig(RetrieverConfig):
     max_seq_length: int | None = None  # None: the model's own (minilm: 256 word pieces)
     query_prefix: str = ""  # e.g. "query: " for e5 models
     document_prefix: str = ""  # e.g. "passage: " for e5 models
+    index: str = "flat"  # flat (exact) | hnsw (approximate: faster search over millions of chunks)
+    hnsw_m: int = 32
+    hnsw_ef_search: int = 128
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -57,6 +63,10 @@ class DenseConfig(RetrieverConfig):
             raise ValueError("retriever.model must be 'minilm' or a sentence-transformers model name or path")
         if not (self.device in ("auto", "cpu", "mps") or self.device.startswith("cuda")):
             raise ValueError(f"retriever.device ({self.device!r}) must be auto, cpu, cuda, cuda:N or mps")
+        if self.index not in faiss_index.KINDS:
+            raise ValueError(f"retriever.index ({self.index!r}) must be one of {', '.join(faiss_index.KINDS)}")
+        if self.hnsw_m < 2 or self.hnsw_ef_search < 1:
+            raise ValueError("retriever.hnsw_m must be >= 2 and retriever.hnsw_ef_search >= 1 (e.g. 32 and 128)")
         if self.max_seq_length is not None and self.max_seq_length < 1:
             raise ValueError(f"retriever.max_seq_length ({self.max_seq_length}) must be >= 1 or null")
 
@@ -64,7 +74,7 @@ class DenseConfig(RetrieverConfig):
 class DenseRetriever(Retriever):
     name = "dense"
     Config = DenseConfig
-    result_neutral_fields = ("top_k", "device", "batch_size")
+    result_neutral_fields = ("top_k", "device", "batch_size")  # hnsw_*: only with index=hnsw, part of the key
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -92,7 +102,8 @@ class DenseRetriever(Retriever):
             self._model = load_sentence_transformer(self.config.model, self.device, self.config.max_seq_length)
         return self._model
 
-    def embed(self, texts: Sequence[str], cache: Any = None, desc: str = "embedding") -> np.ndarray:
+    def embed(self, texts: Sequence[str], cache: Any = None, desc: str = "embedding", normalize: bool | None = None,
+              progress: bool = True) -> np.ndarray:
         """Float32 embeddings of ``texts`` (normalised when ``normalize``), encoding only new ones."""
         texts = list(texts)
         bs = self.config.batch_size
@@ -100,26 +111,60 @@ class DenseRetriever(Retriever):
         def encode(todo: list[str]) -> np.ndarray:
             return self.load_model().encode(todo, batch_size=bs, convert_to_numpy=True, show_progress_bar=False)
 
-        vecs, encoded = embed_texts(texts, self.model_key, encode, cache, desc, bs)
+        vecs, encoded = embed_texts(texts, self.model_key, encode, cache, desc, bs, progress=progress)
         self.stats["texts_encoded"] += encoded
         self.stats["texts_cached"] += len(vecs) - encoded
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         out = np.stack([vecs[t] for t in texts])
-        if self.config.normalize:
+        if self.config.normalize if normalize is None else normalize:
             norms = np.linalg.norm(out, axis=1, keepdims=True)
             out = out / np.where(norms == 0, 1.0, norms)
         return np.ascontiguousarray(out, dtype=np.float32)
 
     # -- index / search ---------------------------------------------------------------------
-    def _build(self, chunks: list[Chunk], cache: Any) -> None:
-        from ragsweep.retriever.faiss_index import flat_ip
+    def embed_corpus(self, texts: Sequence[str], cache: Any = None) -> np.ndarray:
+        """Raw float32 embeddings of the corpus ``texts`` in order: with a cache, a memory-mapped
+        file appended 256 rows at a time (a kill loses at most one block; the next run resumes)."""
+        if cache is None or not getattr(cache, "enabled", True):
+            return self.embed(texts, None, desc="embedding chunks", normalize=False)
+        from tqdm.auto import tqdm
 
+        key = Cache.key("embeddings-corpus", self.model_key, self.config.document_prefix, self.fingerprint)
+        store = EmbeddingFile(cache.root, key)
+        if store.done:
+            cache.stats["embeddings-corpus/hits"] += 1
+            return store.load()
+        cache.stats["embeddings-corpus/misses"] += 1
+        def encode(todo: list[str]) -> np.ndarray:
+            # through the per-text embedding cache: texts other chunkers or jobs encoded are reused
+            return self.embed(todo, cache, normalize=False, progress=False)
+
+        model = self.load_model()
+        dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        dim = dim()
+        if dim:  # a flat index that cannot fit fails now, not after hours of encoding
+            faiss_index.check_fits(self.config.index, len(texts), int(dim), self.config.hnsw_m)
+        own = self.progress is None
+        bar = tqdm(total=len(texts), desc="embedding chunks", unit="chunk", disable=len(texts) < PROGRESS_MIN_TEXTS,
+                   smoothing=0.1) if own else self.progress
+        try:
+            return store.build(texts, encode, progress=bar)
+        finally:
+            if own:
+                bar.close()
+
+    # -- index / search ---------------------------------------------------------------------
+    def _build(self, chunks: list[Chunk], cache: Any) -> None:
         self._n = len(chunks)
-        emb = self.embed([self.config.document_prefix + c.text for c in chunks], cache, desc="embedding chunks")
-        # GPU index on device: cuda with faiss-gpu; which one it is is logged at WARNING, once
-        index, self._gpu_res = flat_ip(emb.shape[1], self.device)
-        index.add(emb)
+        prefix = self.config.document_prefix
+        raw = self.embed_corpus([prefix + c.text for c in chunks], cache)
+        faiss_index.check_fits(self.config.index, raw.shape[0], raw.shape[1], self.config.hnsw_m)
+        index = faiss_index.make(self.config.index, raw.shape[1], self.config.hnsw_m)
+        # the GPU index on device cuda with faiss-gpu (flat only); which one it is is logged at WARNING, once
+        index, self._gpu_res = faiss_index.on_device(index, self.config.index, self.device)
+        faiss_index.add(index, raw, normalize=self.config.normalize)
+        faiss_index.set_search_params(index, self.config.index, self.config.hnsw_ef_search)
         self._index = index
 
     def _search(self, texts: list[str], k: int, cache: Any) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -1,0 +1,143 @@
+"""Chunks stored columnar: one Arrow IPC file per (corpus fingerprint, chunker config).
+
+The chunker writes a record batch per batch of documents as it goes (columns ``chunk_id``,
+``doc_id``, ``start``, ``end``, ``text``), into a file under the cache's ``blobs/chunks/`` that
+is renamed into place only when complete; the SQLite cache keeps only the small record that names
+the file (stage ``"chunks"``). Reading opens the file memory-mapped (Arrow IPC, uncompressed: the
+columns are the file's own pages, nothing is decoded), so a warm run reads chunk text straight
+from the page cache.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import uuid
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+from ragsweep.types import Chunk
+
+FORMAT = "arrow-ipc-v1"
+FILE = "chunks.arrow"
+
+
+class ChunkTable(Sequence[Chunk]):
+    """The chunks of one stored file as a read-only sequence, memory-mapped: nothing is loaded
+    until asked for. ``table[i]`` builds one :class:`Chunk` (a retrieved hit), iteration builds
+    them a record batch at a time, :meth:`texts` reads a slice of the text column. It carries its
+    ``fingerprint`` (derived from the chunk cache key: corpus fingerprint + chunker config), so
+    an index over it need not hash every chunk again."""
+
+    def __init__(self, path: str | os.PathLike, fingerprint: str | None = None):
+        import pyarrow as pa
+
+        self.path = Path(path)
+        self.fingerprint = fingerprint
+        self._table = pa.ipc.open_file(pa.memory_map(str(self.path), "r")).read_all()
+        self._batches = self._table.to_batches()
+        self._starts = [0]
+        for b in self._batches:
+            self._starts.append(self._starts[-1] + b.num_rows)
+
+    def __len__(self) -> int:
+        return self._starts[-1]
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        i = int(i)
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(f"chunk index {i} out of range ({len(self)} chunks)")
+        k = bisect.bisect_right(self._starts, i) - 1
+        b, r = self._batches[k], i - self._starts[k]
+        return Chunk(*(b.column(j)[r].as_py() for j in range(5)))
+
+    def __iter__(self) -> Iterator[Chunk]:
+        for b in self._batches:
+            yield from map(Chunk, *(b.column(j).to_pylist() for j in range(5)))
+
+    def texts(self, start: int = 0, stop: int | None = None) -> list[str]:
+        stop = len(self) if stop is None else min(stop, len(self))
+        return self._table.column("text").slice(start, max(0, stop - start)).to_pylist()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __reduce__(self) -> Any:
+        return (ChunkTable, (str(self.path), self.fingerprint))
+
+    def __repr__(self) -> str:
+        return f"ChunkTable({len(self)} chunks, {self.path})"
+
+
+def schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema([("chunk_id", pa.string()), ("doc_id", pa.string()), ("start", pa.int64()),
+                      ("end", pa.int64()), ("text", pa.large_string())])
+
+
+def to_batch(chunks: list[Chunk]) -> Any:
+    import pyarrow as pa
+
+    return pa.record_batch(
+        [pa.array([c.chunk_id for c in chunks], pa.string()), pa.array([c.doc_id for c in chunks], pa.string()),
+         pa.array([c.start for c in chunks], pa.int64()), pa.array([c.end for c in chunks], pa.int64()),
+         pa.array([c.text for c in chunks], pa.large_string())],
+        schema=schema(),
+    )
+
+
+def write(path: Path, batches: Iterable[list[Chunk]], keep: list[Chunk] | None = None) -> int:
+    """Write every batch of chunks to ``path`` (atomically: a temporary name renamed into place);
+    the chunks are also appended to ``keep`` when given. Returns the number of chunks."""
+    import pyarrow as pa
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".tmp-{path.name}-{uuid.uuid4().hex}"
+    n = 0
+    try:
+        with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, schema()) as writer:
+            for part in batches:
+                if part:
+                    writer.write_batch(to_batch(part))
+                    n += len(part)
+                    if keep is not None:
+                        keep.extend(part)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return n
+
+
+def open_table(path: Path) -> Any:
+    """The chunk table, memory-mapped (zero copy)."""
+    import pyarrow as pa
+
+    return pa.ipc.open_file(pa.memory_map(str(path), "r")).read_all()
+
+
+def iter_columns(path: Path) -> Iterator[tuple[list, list, list, list, list]]:
+    """``(chunk_ids, doc_ids, starts, ends, texts)`` per stored record batch."""
+    import pyarrow as pa
+
+    reader = pa.ipc.open_file(pa.memory_map(str(path), "r"))
+    for i in range(reader.num_record_batches):
+        b = reader.get_batch(i)
+        yield tuple(b.column(j).to_pylist() for j in range(5))  # type: ignore[misc]
+
+
+def read(path: Path) -> list[Chunk]:
+    """Every chunk of the file, in order."""
+    out: list[Chunk] = []
+    for ids, docs, starts, ends, texts in iter_columns(path):
+        out.extend(map(Chunk, ids, docs, starts, ends, texts))
+    return out
