@@ -244,19 +244,6 @@ def with_question(question: str, answer: str) -> str:
 
 
 
-_MOVED = ("LLMExtractor", "SENTENCE_PROMPT", "TRIPLET_PROMPT", "claims_schema", "parse_claims")
-
-
-def __getattr__(name: str) -> Any:
-    """The LLM extractor lives in :mod:`ragsweep.evaluator.llm_extractor`; its old names here still work."""
-    if name in _MOVED:
-        from ragsweep.evaluator import llm_extractor
-
-        return getattr(llm_extractor, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-
 # --------------------------------------------------------------------------------------------
 # cached extraction
 # --------------------------------------------------------------------------------------------
@@ -304,12 +291,9 @@ def extract_cached(
 
 __all__ = [
     "Claim",
-    "LLMExtractor",
     "OfflineExtractor",
     "claim_text",
-    "claims_schema",
     "extract_cached",
     "extractor_id",
-    "parse_claims",
     "with_question",
 ]

@@ -33,9 +33,8 @@ import threading
 import time
 import weakref
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Mapping, Sequence
-from urllib.parse import urlsplit
 
 from ragsweep.cache import Cache, afetch
 from ragsweep.generator.requests import (  # re-exported: the import paths of before the split
@@ -51,6 +50,7 @@ from ragsweep.generator.requests import (  # re-exported: the import paths of be
     parse_retry_after,
     response_format_for,
 )
+from ragsweep.generator.transport import _is_loopback, _LoopState, _openai
 
 __all__ = [
     "STRUCTURED_MODES",
@@ -64,23 +64,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-
-def _openai():  # noqa: ANN202 - the openai package takes seconds to import: only when calling
-    import openai
-
-    return openai
-
-
-def _is_loopback(base_url: str) -> bool:
-    host = (urlsplit(base_url).hostname or "").lower()
-    return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
-
-
-@dataclass
-class _LoopState:
-    client: Any  # an openai.AsyncOpenAI (imported lazily)
-    semaphore: asyncio.Semaphore
 
 
 # --------------------------------------------------------------------------------------------
