@@ -217,7 +217,7 @@ def prepare(uri: str, experiment: str) -> Prepared:
         kids.append((rid, r.info.run_name or rid))
         tracker.run_id = rid
         if not logged_query_ids(_tracing_client(tracker), runs.experiment_id, rid):
-            send_traces(tracker, recs, judge="offline", run_id=rid)
+            send_traces(tracker, recs, judge="offline", run_id=rid, system=r.info.run_name)
             notes.append(f"traces added to {r.info.run_name}")
         if "eval_table.json" not in {a.path for a in cl.list_artifacts(rid)}:
             os.environ["RAGSWEEP_MLFLOW_TRACES"] = "sync"

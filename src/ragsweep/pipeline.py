@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -146,10 +147,12 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
         if window:
             budget = int(window) - int(gen_cfg.max_tokens) - 32  # chat template overhead
         count = counter_for(server) if budget else estimate
-        prompts, used_hits, dropped, n_dropped = [], {}, 0, {}
+        prompts, used_hits, dropped, n_dropped, prompt_s = [], {}, 0, {}, {}
         with timer("prompt"):
             for q in dataset.queries:
+                t_fit = time.perf_counter()  # each question's own prompt time (its trace's span)
                 text, hits, n_drop = prompt.fit(q.query, results[q.query_id], budget, count, titles)
+                prompt_s[q.query_id] = time.perf_counter() - t_fit
                 prompts.append(text)
                 used_hits[q.query_id] = hits
                 n_dropped[q.query_id] = n_drop
@@ -199,7 +202,9 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
             "relevant_spans": [{"doc_id": s.doc_id, "start": s.start, "end": s.end} for s in q.relevant],
             "generation": {"model": str(model) if model else None, "prompt_tokens": out.prompt_tokens,
                            "completion_tokens": out.completion_tokens, "latency_s": round(out.seconds, 4),
-                           "cached": out.cached, "finish_reason": out.finish_reason},
+                           "cached": out.cached, "finish_reason": out.finish_reason,
+                           "started_at": out.started_at, "request_s": out.request_s, "server_s": out.server_s},
+            "timings": {"prompt_s": round(prompt_s[q.query_id], 6)},
         }
         if out.ok:
             answer = extract_answer(out.text, prompt.config.answer_tag) if prompt.config.answer_tag else out.text.strip()
@@ -244,12 +249,13 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
                 judged, eval_metrics = evaluator.evaluate([records[i] for i in answered], cache=cache,
                                                           progress=step_done if steps else None)
             else:  # nothing to judge: every answer metric is NaN with n = 0 and the failures counted
-                judged, eval_metrics = [], {"ragchecker/overall/f1": float("nan")}
+                judged, eval_metrics = [], {}
         signals.raise_if_interrupted()
         for i, rec in zip(answered, judged):
             records[i] = rec
-        families |= {m.family for m in registry.all_metrics() if m.name in eval_metrics}
-        metrics.update({k: v for k, v in eval_metrics.items() if registry.find(k) is None})  # counters
+        # the families the records carry per question: aggregated once, below, by score_run
+        families |= set(getattr(evaluator, "families", None) or ("ragchecker",)) | registry.families_in(judged)
+        metrics.update(eval_metrics)  # the evaluator's counters
         ledger.mark_judge_failures(records)
     for rec in records:
         rec.setdefault("metrics", {}).update(retrieval_per_q.get(rec["query_id"], {}))

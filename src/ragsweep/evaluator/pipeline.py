@@ -1,7 +1,7 @@
 """Score records claim by claim: extraction -> entailment checks -> RAGChecker, TRACe, RAGAS.
 
-    records, metrics = evaluate_records(records, extractor, checker, cache=cache,
-                                        trace=EntailmentTrace(), ragas=Ragas(...))
+    records, counters = evaluate_records(records, extractor, checker, cache=cache,
+                                         trace=EntailmentTrace(), ragas=Ragas(...))
 
 (the :class:`ragsweep.evaluator.core.Evaluator` builds those parts from its config; this module
 only runs them).
@@ -63,9 +63,10 @@ split into keyed sentences ``0a, 0b, ...``, response sentences ``a, b, ...``:
   then the same formulas. An unparsable answer is counted and gives NaN.
 - ``trace_mode="none"``: no TRACe.
 
-Aggregate metrics: every metric of the registry (:mod:`ragsweep.metrics`) of the families
-computed (``ragchecker`` always, ``trace`` unless ``trace`` is None, ``ragas`` with a RAGAS step),
-each the mean of its per-question values (NaN skipped); plus the counters::
+No aggregates here: each record carries its per-question values (``metrics``) and the registry
+aggregates them once, with intervals and counts, for a run, ``ragsweep-score`` and the
+meta-evaluation alike (:func:`ragsweep.scoring.score_run`). What is returned beside the records
+are the run's counters::
 
     judge/extractions, judge/checks         texts / pairs sent to the extractor / checker
     judge/cache_hits                        claims, labels, annotations, RAGAS outputs from the cache
@@ -74,8 +75,6 @@ each the mean of its per-question values (NaN skipped); plus the counters::
     judge/prompt_tokens, judge/completion_tokens
     judge/extraction_failures, judge/check_failures    claims / labels left missing
     evaluator/examples, evaluator/examples_with_gt
-
-Means skip NaN; a metric no example defines is NaN.
 """
 
 from __future__ import annotations
@@ -99,7 +98,6 @@ from ragsweep.evaluator.trace_steps import (  # noqa: F401 - re-exported
     _nan_if_none,
     claim_sentences,
 )
-from ragsweep.metrics import registry
 
 log = logging.getLogger(__name__)
 
@@ -256,8 +254,7 @@ def evaluate_records(
     for rec, trc, rg in zip(recs, traces, ragas_out):
         _record_metrics(rec, trc, rg)
 
-    families = ["ragchecker"] + ["trace"] * (trace is not None) + ["ragas"] * (ragas is not None)
-    out = registry.aggregate(recs, families)
+    out: dict[str, float] = {}  # counters only: the registry aggregates the per-question values, once
     for k in PIPELINE_COUNTERS:
         out[f"judge/{k}"] = float(stats.get(k, 0))
     for k in JUDGE_COUNTERS:

@@ -40,7 +40,6 @@ keys) under stage ``"ragas"`` after they parsed.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from typing import Any, Mapping, Sequence
 
@@ -318,21 +317,11 @@ class Ragas:
         return out
 
 
-def aggregate(per_example: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """Mean of each metric over the examples where it is defined (NaN when none)."""
-    res = {}
-    for m in METRICS:
-        vals = [float(e[m]) for e in per_example if e.get(m) is not None and not math.isnan(float(e[m]))]
-        res[m] = sum(vals) / len(vals) if vals else _NAN
-    return res
-
-
 __all__ = [
     "ANSWER_RELEVANCE_PROMPT",
     "CONTEXT_RELEVANCE_PROMPT",
     "Embedder",
     "Ragas",
-    "aggregate",
     "faithfulness",
     "match_sentences",
 ]

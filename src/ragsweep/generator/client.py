@@ -50,7 +50,7 @@ from ragsweep.generator.requests import (  # re-exported: the import paths of be
     parse_retry_after,
     response_format_for,
 )
-from ragsweep.generator.transport import _is_loopback, _LoopState, _openai
+from ragsweep.generator.transport import _is_loopback, _LoopState, _openai, server_seconds
 
 __all__ = [
     "STRUCTURED_MODES",
@@ -206,7 +206,9 @@ class ChatClient:
         self._count(calls=1)
         try:
             async with st.semaphore:
+                sent, t_sent = time.time(), time.perf_counter()  # this request's own start, not the batch's
                 resp = await asyncio.wait_for(st.client.chat.completions.create(**kwargs), self.timeout_s)
+                took = time.perf_counter() - t_sent
         except (asyncio.TimeoutError, _openai().APITimeoutError):
             raise _Retryable(f"timed out after {self.timeout_s:g}s")
         except _openai().APIConnectionError as exc:
@@ -241,7 +243,8 @@ class ChatClient:
         usage = getattr(resp, "usage", None)
         pt = int(getattr(usage, "prompt_tokens", 0) or 0) if usage else 0
         ct = int(getattr(usage, "completion_tokens", 0) or 0) if usage else 0
-        return ChatResult(text=text, prompt_tokens=pt, completion_tokens=ct, finish_reason=finish)
+        return ChatResult(text=text, prompt_tokens=pt, completion_tokens=ct, finish_reason=finish,
+                          started_at=sent, request_s=took, server_s=server_seconds(resp))
 
     def _backoff(self, key: str, retry: int, retry_after: float | None) -> float:
         if retry_after is not None:

@@ -13,6 +13,7 @@ from typing import Any, Sequence
 TRACE_NAME = "ragsweep.question"
 CODE_SOURCE = "ragsweep"
 RETRIEVAL_SOURCE = "ragsweep.retrieval"
+SYSTEM_TAG = "system"  # the run name of the system a question's trace belongs to: a column of the Traces view
 
 _rng = random.Random()
 
@@ -135,8 +136,49 @@ def _documents(rec: dict[str, Any]) -> list[dict[str, Any]]:
     return docs
 
 
-def build_trace(rec: dict[str, Any], *, experiment_id: str, run_id: str | None, judge: str, t0_ns: int):
-    """(TraceInfo with its assessments, span dicts) of one record."""
+def own_timings(rec: dict[str, Any], t0_ns: int) -> dict[str, tuple[int, int]]:
+    """``{stage: (start_ns, end_ns)}`` of one question's spans, from its own measurements only.
+
+    ``generate`` is the request's own: sent at ``generation.started_at`` (after waiting for a free
+    client slot), lasting the server's reported processing time (``server_s``: llama.cpp's
+    ``timings``, which leaves out the time the request queued inside the server) or else its round
+    trip (``request_s``); ``prompt`` is the question's own prompt fitting (``timings.prompt_s``),
+    laid just before it. Retrieval and judging run over the whole batch at once, so a question has
+    no time of its own there: those spans have no length (attribute ``ragsweep.timing``). The
+    spans lie end to end, so the trace's duration is the question's own time, not the time it
+    waited for the other questions. A cached generation took no time in this run (its original
+    time is the attribute ``ragsweep.original_s``). Records without these fields (older runs)
+    start at ``t0_ns`` with ``latency_s`` as the generation time.
+    """
+    gen = rec.get("generation") if isinstance(rec.get("generation"), dict) else {}
+    timings = rec.get("timings") if isinstance(rec.get("timings"), dict) else {}
+    us = 1_000
+    prompt_ns = int(float(timings["prompt_s"]) * 1e9) if _is_number(timings.get("prompt_s")) else 0
+    if gen.get("cached"):
+        gen_ns = 0
+    else:
+        own = next((gen[k] for k in ("server_s", "request_s", "latency_s") if _is_number(gen.get(k))), None)
+        gen_ns = int(float(own) * 1e9) if own is not None else 0
+    start = t0_ns
+    if _is_number(gen.get("started_at")) and not gen.get("cached"):
+        sent_ns = int(float(gen["started_at"]) * 1e9)
+        queued_ns = 0  # time inside the server's own queue: the round trip less the server's time
+        if _is_number(gen.get("server_s")) and _is_number(gen.get("request_s")):
+            queued_ns = max(0, int((float(gen["request_s"]) - float(gen["server_s"])) * 1e9))
+        start = sent_ns + queued_ns - prompt_ns
+    out = {"retrieve": (start, start), "prompt": (start, start + prompt_ns)}
+    g0 = start + prompt_ns
+    out["generate"] = (g0, g0 + max(gen_ns, us))
+    e0 = out["generate"][1]
+    out["evaluate"] = (e0, e0)
+    out["question"] = (start, e0)
+    return out
+
+
+def build_trace(rec: dict[str, Any], *, experiment_id: str, run_id: str | None, judge: str, t0_ns: int,
+                system: str | None = None):
+    """(TraceInfo with its assessments, span dicts) of one record; ``system``: the run's name (a
+    tag, so the Traces view tells the systems of a sweep apart)."""
     from mlflow.entities import Feedback, TraceInfo, TraceLocation, TraceState
 
     b = _TraceBuilder(experiment_id)
@@ -144,25 +186,23 @@ def build_trace(rec: dict[str, Any], *, experiment_id: str, run_id: str | None, 
     failure = failure_of(rec)
     cached = bool(gen.get("cached"))
     ms = 1_000_000
-    t = t0_ns
     latency = gen.get("latency_s")
-    gen_ns = int(float(latency) * 1e9) if _is_number(latency) else ms
-    total = 3 * ms + gen_ns
-    root = b.span(TRACE_NAME, "CHAIN", t, t + total, parent=None,
+    when = own_timings(rec, t0_ns)
+    batched = "batched: the whole run's stage, no time of its own per question"
+    root = b.span(TRACE_NAME, "CHAIN", *when["question"], parent=None,
                   inputs={"query_id": rec.get("query_id"), "query": rec.get("query")},
                   outputs={"response": rec.get("response", "")},
-                  attributes={"ragsweep.query_id": rec.get("query_id"), "ragsweep.judge": judge},
+                  attributes={"ragsweep.query_id": str(rec.get("query_id")), "ragsweep.judge": judge,
+                              "ragsweep.system": system},
                   error=failure["reason"] if failure else None)
     docs = _documents(rec)
-    b.span("retrieve", "RETRIEVER", t, t + ms, parent=root, inputs={"query": rec.get("query")}, outputs=docs,
+    b.span("retrieve", "RETRIEVER", *when["retrieve"], parent=root, inputs={"query": rec.get("query")}, outputs=docs,
            attributes={"ragsweep.cached": rec.get("retrieval_cached", True), "ragsweep.k": len(docs),
-                       "ragsweep.relevant_spans": rec.get("relevant_spans")})
-    t += ms
-    b.span("prompt", "PARSER", t, t + ms, parent=root,
+                       "ragsweep.relevant_spans": rec.get("relevant_spans"), "ragsweep.timing": batched})
+    b.span("prompt", "PARSER", *when["prompt"], parent=root,
            inputs={"query": rec.get("query"), "chunk_ids": [d["id"] for d in docs]},
            outputs={"prompt": rec.get("prompt"), "chunks_dropped": rec.get("chunks_dropped", 0)},
            attributes={"ragsweep.cached": True, "ragsweep.chunks_dropped": rec.get("chunks_dropped", 0)})
-    t += ms
     gen_error = str(rec["error"]) if rec.get("error") else None
     usage = {}
     if _is_number(gen.get("prompt_tokens")) and _is_number(gen.get("completion_tokens")):
@@ -170,21 +210,24 @@ def build_trace(rec: dict[str, Any], *, experiment_id: str, run_id: str | None, 
                  "total_tokens": int(gen["prompt_tokens"]) + int(gen["completion_tokens"])}
     gen_attrs = {"ragsweep.cached": cached, "ragsweep.model": gen.get("model"),
                  "ragsweep.prompt_tokens": gen.get("prompt_tokens"), "ragsweep.completion_tokens": gen.get("completion_tokens"),
-                 "ragsweep.latency_s": latency, "ragsweep.finish_reason": gen.get("finish_reason")}
+                 "ragsweep.latency_s": latency, "ragsweep.finish_reason": gen.get("finish_reason"),
+                 "ragsweep.request_s": gen.get("request_s"), "ragsweep.server_s": gen.get("server_s")}
+    if cached:
+        gen_attrs["ragsweep.original_s"] = next((gen[k] for k in ("server_s", "request_s", "latency_s") if _is_number(gen.get(k))), None)
     if usage:
         gen_attrs["mlflow.chat.tokenUsage"] = usage
     if gen.get("model"):
         gen_attrs["mlflow.llm.model"] = gen.get("model")
-    b.span("generate", "CHAT_MODEL", t, t + gen_ns, parent=root,
+    b.span("generate", "CHAT_MODEL", *when["generate"], parent=root,
            inputs={"prompt": rec.get("prompt")}, outputs={"response": rec.get("raw_response", rec.get("response", ""))},
            attributes=gen_attrs, error=gen_error)
-    t += gen_ns
     judge_error = failure["reason"] if failure and failure["stage"] == "judge" else None
-    b.span("evaluate", "EVALUATOR", t, t + ms, parent=root,
+    b.span("evaluate", "EVALUATOR", *when["evaluate"], parent=root,
            inputs={"response": rec.get("response", ""), "gt_answer": rec.get("gt_answer", "")},
            outputs={**claims_view(rec), "trace": rec.get("trace"), "metrics": rec.get("metrics") or {}},
            attributes={"ragsweep.judge": judge, "ragsweep.cached": rec.get("judge_cached", True),
-                       "ragsweep.judge_calls": rec.get("judge_calls"), "ragsweep.failure": failure},
+                       "ragsweep.judge_calls": rec.get("judge_calls"), "ragsweep.failure": failure,
+                       "ragsweep.timing": batched},
            error=judge_error)
 
     assessments = []
@@ -201,14 +244,15 @@ def build_trace(rec: dict[str, Any], *, experiment_id: str, run_id: str | None, 
     info = TraceInfo(
         trace_id=b.trace_id,
         trace_location=TraceLocation.from_experiment_id(experiment_id),
-        request_time=t0_ns // ms,
+        request_time=when["question"][0] // ms,
         state=TraceState.ERROR if failure else TraceState.OK,
         request_preview=json.dumps({"query": rec.get("query")}, ensure_ascii=False)[:1000],
         response_preview=json.dumps({"response": rec.get("response", "")}, ensure_ascii=False)[:1000],
         client_request_id=f"{run_id}:{rec.get('query_id')}" if run_id else None,
-        execution_duration=total // ms,
+        execution_duration=max(1, (when["question"][1] - when["question"][0]) // ms),
         trace_metadata=meta,
-        tags={"mlflow.traceName": TRACE_NAME, "ragsweep.query_id": str(rec.get("query_id"))},
+        tags={"mlflow.traceName": TRACE_NAME, "ragsweep.query_id": str(rec.get("query_id")),
+              **({SYSTEM_TAG: system} if system else {})},
         assessments=assessments,
     )
     for a in assessments:

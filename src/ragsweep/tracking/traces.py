@@ -54,10 +54,11 @@ def _tracing_client(tracker: Any):
 
 
 def send_traces(tracker: Any, records: Sequence[dict[str, Any]], *, judge: str, run_id: str | None,
-                skip_logged: bool = False, spool: bool = True) -> dict[str, Any]:
+                skip_logged: bool = False, spool: bool = True, system: str | None = None) -> dict[str, Any]:
     """Send one trace per record now, linked to ``run_id``, with its spans and assessments (see
     the module doc); ``skip_logged``: not for questions the run already has a trace of (a
-    replayed spool). Never raises: returns ``{"traces", "assessments", "spans", "errors", "spooled",
+    replayed spool); ``system``: the run's name, tagged on every trace (default: the tracker's
+    ``run_name``). Never raises: returns ``{"traces", "assessments", "spans", "errors", "spooled",
     "seconds"}``; failures are counted and warned, and records whose trace could not be sent are
     handed to the tracker's spool (when it has one) to be sent on its next start."""
     t0 = time.perf_counter()
@@ -71,6 +72,7 @@ def send_traces(tracker: Any, records: Sequence[dict[str, Any]], *, judge: str, 
 
         tc = _tracing_client(tracker)
         exp = str(tracker.experiment_id)
+        system = system or getattr(tracker, "run_name", None)
         start_ns = time.time_ns()
         batch: list[tuple[dict[str, Any], Any, list[dict[str, Any]]]] = []
         if skip_logged:
@@ -106,7 +108,8 @@ def send_traces(tracker: Any, records: Sequence[dict[str, Any]], *, judge: str, 
 
         for i, rec in enumerate(records):
             try:
-                info, spans = build_trace(rec, experiment_id=exp, run_id=run_id, judge=judge, t0_ns=start_ns + i * 1000)
+                info, spans = build_trace(rec, experiment_id=exp, run_id=run_id, judge=judge, t0_ns=start_ns + i * 1000,
+                                          system=system)
             except Exception as exc:  # noqa: BLE001 - a malformed record: count it, go on
                 first_error = first_error or f"{type(exc).__name__}: {exc}"
                 out["errors"] += 1
@@ -121,7 +124,7 @@ def send_traces(tracker: Any, records: Sequence[dict[str, Any]], *, judge: str, 
         out["errors"] += 1
     if failed and spool and hasattr(tracker, "spool_traces"):
         try:
-            tracker.spool_traces(run_id, failed, judge)
+            tracker.spool_traces(run_id, failed, judge, system)
             out["spooled"] = len(failed)
         except Exception as exc:  # noqa: BLE001
             log.warning("could not spool %d trace(s): %s", len(failed), exc)
@@ -161,7 +164,7 @@ def log_traces(tracker: Any, records: Sequence[dict[str, Any]], *, judge: str, r
         return {"traces": 0, "assessments": 0, "spans": 0, "errors": 0, "spooled": 0, "seconds": 0.0, "mode": mode}
     if mode == "background" and hasattr(tracker, "spool_traces"):
         try:
-            tracker.spool_traces(run_id, list(records), judge)
+            tracker.spool_traces(run_id, list(records), judge, getattr(tracker, "run_name", None))
             pid = tracker.send_spool_in_background()
             return {"traces": 0, "assessments": 0, "spans": 0, "errors": 0, "spooled": len(records),
                     "seconds": round(time.perf_counter() - t0, 4), "mode": mode, "sender_pid": pid}

@@ -55,6 +55,7 @@ class Tracker:
                  spool_dir: str | os.PathLike | None = None, retry_s: float | None = None):
         self.enabled = enabled
         self.run_id: str | None = None
+        self.run_name: str | None = None
         self.experiment_id: str | None = None
         self.spooled = 0
         if not enabled:
@@ -85,7 +86,7 @@ class Tracker:
         from mlflow.tracking import MlflowClient
 
         self = cls.__new__(cls)
-        self.enabled, self.run_id, self.experiment_id, self.spooled = True, None, None, 0
+        self.enabled, self.run_id, self.run_name, self.experiment_id, self.spooled = True, None, None, None, 0
         self.tracking_uri, self.retry_s, self.spool = tracking_uri, retry_s, Spool(Path(spool_dir))
         self.client = MlflowClient(tracking_uri=tracking_uri)
         return self
@@ -196,7 +197,8 @@ class Tracker:
             self.experiment_id = op["experiment_id"]
             try:
                 # the op stays until every trace is in: a resend skips those already sent
-                res = send_traces(self, records, judge=op.get("judge") or "", run_id=run_id, skip_logged=True, spool=False)
+                res = send_traces(self, records, judge=op.get("judge") or "", run_id=run_id, skip_logged=True, spool=False,
+                                  system=op.get("system"))
             finally:
                 self.experiment_id = prev
             if res["errors"]:
@@ -206,14 +208,15 @@ class Tracker:
         else:
             raise ValueError(f"unknown spooled operation {kind!r}")
 
-    def spool_traces(self, run_id: str, records: list[dict[str, Any]], judge: str) -> Path:
+    def spool_traces(self, run_id: str, records: list[dict[str, Any]], judge: str, system: str | None = None) -> Path:
         """Keep ``records`` in the spool to be sent as traces of ``run_id`` (see :mod:`.traces`)."""
         from ragsweep.evaluator.schema import jsonable
 
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "records.json"
             path.write_text(json.dumps(jsonable(records), ensure_ascii=False, allow_nan=False), encoding="utf-8")
-            return self.spool.put(run_id, "traces", {"judge": judge, "experiment_id": self.experiment_id}, {"records": path})
+            return self.spool.put(run_id, "traces", {"judge": judge, "experiment_id": self.experiment_id, "system": system},
+                                  {"records": path})
 
     def send_spool_in_background(self) -> int | None:
         """Start a detached process that sends the spool, unless this tracker's is still running
@@ -266,6 +269,7 @@ class Tracker:
             tags["mlflow.parentRunId"] = parent_run_id
         run = self._call("create a run", self.client.create_run, self.experiment_id, run_name=run_name, tags=tags)
         self.run_id = run.info.run_id
+        self.run_name = run.info.run_name  # the system's name: a tag on each of its traces
         return self.run_id
 
     def reopen(self, run_id: str) -> str:
