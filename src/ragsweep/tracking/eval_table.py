@@ -15,18 +15,27 @@ from ragsweep.tracking.trace_build import _is_number, failure_of
 log = logging.getLogger(__name__)
 
 TABLE_FILE = "eval_table.json"
+ID_PREFIX = "#"  # see table_id
 MODE_ENV = "RAGSWEEP_MLFLOW_TRACES"  # background (default) | sync | off
 
 
+def table_id(query_id: Any) -> str:
+    """A question id as the evaluation table shows it: ``#6401197308716204890``. MLflow's table view
+    reads a cell that looks like a number as a JavaScript number, so a 19-digit id appeared rounded
+    (6401197308716205000) and two ids could look the same; the ``#`` keeps it text, every digit."""
+    return f"{ID_PREFIX}{query_id}"
+
+
 def table_rows(records: Iterable[dict[str, Any]]) -> dict[str, list[Any]]:
-    """Columns of the evaluation table: id, question, ground truth, response, every metric, failure."""
+    """Columns of the evaluation table: id (:func:`table_id`), question, ground truth, response,
+    every metric, failure."""
     records = list(records)
     names = sorted({str(k) for r in records for k in (r.get("metrics") or {})})
     cols: dict[str, list[Any]] = {"query_id": [], "question": [], "ground_truth": [], "response": []}
     cols.update({n: [] for n in names})
     cols["failure"] = []
     for r in records:
-        cols["query_id"].append(str(r.get("query_id", "")))
+        cols["query_id"].append(table_id(r.get("query_id", "")))
         cols["question"].append(r.get("query", ""))
         cols["ground_truth"].append(r.get("gt_answer", ""))
         cols["response"].append(r.get("response", ""))

@@ -14,6 +14,7 @@ TRACE_NAME = "ragsweep.question"
 CODE_SOURCE = "ragsweep"
 RETRIEVAL_SOURCE = "ragsweep.retrieval"
 SYSTEM_TAG = "system"  # the run name of the system a question's trace belongs to: a column of the Traces view
+# (the view's Tags column shows a trace's first tag and "+N": the system comes first)
 
 _rng = random.Random()
 
@@ -251,8 +252,8 @@ def build_trace(rec: dict[str, Any], *, experiment_id: str, run_id: str | None, 
         client_request_id=f"{run_id}:{rec.get('query_id')}" if run_id else None,
         execution_duration=max(1, (when["question"][1] - when["question"][0]) // ms),
         trace_metadata=meta,
-        tags={"mlflow.traceName": TRACE_NAME, "ragsweep.query_id": str(rec.get("query_id")),
-              **({SYSTEM_TAG: system} if system else {})},
+        tags={**({SYSTEM_TAG: system} if system else {}), "mlflow.traceName": TRACE_NAME,
+              "ragsweep.query_id": str(rec.get("query_id"))},
         assessments=assessments,
     )
     for a in assessments:
