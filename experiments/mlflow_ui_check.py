@@ -182,8 +182,9 @@ def traces_columns(page, prep: Prepared) -> tuple[list[float], dict[str, int]]:
     """The Duration of every listed trace, and per system how many traces show it in the Tags column."""
     texts = page.eval_on_selector_all("[role=row]", "els => els.map(e => e.innerText)")
     shown = [d for t in texts for d in (parse_duration(x) for x in t.split("\n")) if d is not None]
-    tags = page.eval_on_selector_all("[data-component-id='web-shared.traces-table.cell.tags']", "els => els.map(e => e.innerText)")
-    return shown, {name: sum(1 for t in tags if f"system: {name}" in t) for name in prep.systems}
+    # each tag pill of the Tags column is a button "Filter by tag <key>: <value>"
+    tags = page.eval_on_selector_all("[aria-label^='Filter by tag system: ']", "els => els.map(e => e.getAttribute('aria-label'))")
+    return shown, {name: tags.count(f"Filter by tag system: {name}") for name in prep.systems}
 
 
 def browse(base: str, prep: Prepared, out_dir: Path, chromium: str = CHROMIUM, timeout: float = 120,
@@ -214,7 +215,10 @@ def browse(base: str, prep: Prepared, out_dir: Path, chromium: str = CHROMIUM, t
             close = page.locator("[data-component-id='mlflow.assistant.chat_panel.close']")
             if close.count():  # the first-visit assistant panel covers the right half of the list
                 close.first.click()
-            shown, tagged = traces_columns(page, prep)
+            seen: list = [([], {})]
+            with contextlib.suppress(CheckError):  # the list re-renders after the panel closes
+                _wait(lambda: (seen.__setitem__(0, traces_columns(page, prep)) or seen[0][1] == prep.systems), 30, "")
+            shown, tagged = seen[0]
             if tagged != prep.systems:
                 raise CheckError(f"the Tags column shows the system on {tagged} traces, expected {prep.systems}")
             check_durations(shown, prep.own_s)

@@ -20,6 +20,7 @@ from ragsweep.metrics import registry
 from ragsweep.scoring import score_run
 from ragsweep.summary import RunResult, Stages, quiet
 from ragsweep.tracking import Tracker, finished_child, short_params, system_key, system_name
+from ragsweep.records import response_of, set_response
 
 log = logging.getLogger("ragsweep")
 
@@ -208,7 +209,7 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
         }
         if out.ok:
             answer = extract_answer(out.text, prompt.config.answer_tag) if prompt.config.answer_tag else out.text.strip()
-            rec["response"] = answer
+            set_response(rec, answer)
             if answer != out.text:
                 rec["raw_response"] = out.text
         else:  # counted in the ledger and excluded from every answer metric and from the judge
@@ -227,7 +228,7 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
             "generator/retries": gstats.get("retries", 0),
             "generator/prompt_tokens": gstats.get("prompt_tokens", 0),
             "generator/completion_tokens": gstats.get("completion_tokens", 0),
-            "generator/empty_responses": sum(1 for r in records if not r["response"] and "error" not in r),
+            "generator/empty_responses": sum(1 for r in records if not response_of(r) and "error" not in r),
         }
     )
 

@@ -23,6 +23,7 @@ from typing import Any, Iterable, Sequence
 from ragsweep import ledger as ledger_mod
 from ragsweep import stats
 from ragsweep.metrics import registry
+from ragsweep.records import response_of
 
 SUFFIXES = ("ci_low", "ci_high", "n", "failed", "undefined", "judge_sd", "question_sd")
 
@@ -156,7 +157,7 @@ def undefined_reason(metric: registry.Metric, rec: dict[str, Any]) -> str:
     gt = rec.get("gt_answer")
     if metric.needs_gt and not (isinstance(gt, str) and gt.strip()):
         return "no ground-truth answer"
-    if not str(rec.get("response") or "").strip():
+    if not response_of(rec).strip():
         return "empty response"
     if not rec.get("retrieved_context"):
         return "no retrieved context"

@@ -98,6 +98,7 @@ from ragsweep.evaluator.trace_steps import (  # noqa: F401 - re-exported
     _nan_if_none,
     claim_sentences,
 )
+from ragsweep.records import response_of
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +124,7 @@ def _claims(recs: list[dict], extractor: Any, cache: Any, stats: Counter) -> Non
     texts, questions, where = [], [], []
     for i, rec in enumerate(recs):
         rec["response_claims"] = rec["gt_answer_claims"] = None
-        texts.append(str(rec.get("response") or ""))
+        texts.append(response_of(rec))
         questions.append(str(rec.get("query") or ""))
         where.append((i, "response_claims"))
         if rcm.has_gt(rec):
@@ -157,7 +158,7 @@ def _matrices(recs: list[dict], checker: Any, cache: Any, stats: Counter, memo: 
             if gt is not None:
                 slots["answer2response"] = add(resp, str(rec["gt_answer"]), "answer")
         if gt is not None:
-            slots["response2answer"] = add(gt, str(rec.get("response") or ""), "answer")
+            slots["response2answer"] = add(gt, response_of(rec), "answer")
             slots["retrieved2answer"] = [[add([c], ch)[0] for ch in chunks] for c in gt]
         plan.append(slots)
     if kinded(checker, "answer"):
@@ -185,7 +186,7 @@ def _ragas(recs: list[dict], ragas: Any, cache: Any, stats: Counter, checker: An
         chunks = _chunk_texts(rec)
         sentences = [s for doc in tr.key_sentences(chunks) for s in doc]
         claims = [claim_text(c) for c in rec["response_claims"]] if rec.get("response_claims") is not None else None
-        examples.append({"question": rec.get("query"), "response": rec.get("response"),
+        examples.append({"question": rec.get("query"), "response": response_of(rec),
                          "sentences": sentences, "supported": supported, "claims": claims, "chunks": chunks})
     # faithfulness: each statement against all chunks joined, as RAGAS does
     return ragas.score(examples, cache=cache, stats=stats, checker=checker)

@@ -52,6 +52,7 @@ from ragsweep.evaluator.ragas_parse import (  # re-exported: the import paths of
     parse_sentence_keys,
     questions_schema,
 )
+from ragsweep.records import response_of
 
 _NAN = float("nan")
 PROMPT_VERSION = 1
@@ -248,7 +249,7 @@ class Ragas:
                 out.append({"faithfulness": faithfulness(ex.get("supported"))})
         if self.judge is None:
             for ex, res in zip(examples, out):
-                q, a = str(ex.get("question") or ""), str(ex.get("response") or "")
+                q, a = str(ex.get("question") or ""), response_of(ex)
                 res["answer_relevance"] = float(_cosines(self.embedder, q, [a])[0]) if a.strip() else 0.0
                 sents = [t for _, t in ex.get("sentences") or []]
                 if sents:
@@ -262,7 +263,7 @@ class Ragas:
         # answer relevance: the judge writes n questions for each (non-empty) answer
         q_items, q_where = [], []
         for i, ex in enumerate(examples):
-            a = str(ex.get("response") or "")
+            a = response_of(ex)
             if not a.strip():
                 out[i]["answer_relevance"] = 0.0
                 out[i]["generated_questions"] = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import logging
 import os
 import tempfile
@@ -10,12 +11,13 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from ragsweep.tracking.trace_build import _is_number, failure_of
+from ragsweep.records import as_record
 
 log = logging.getLogger(__name__)
 
 TABLE_FILE = "eval_table.json"
 ID_PREFIX = "#"  # see table_id
+RESPONSE_COLUMN = "response"
 MODE_ENV = "RAGSWEEP_MLFLOW_TRACES"  # background (default) | sync | off
 
 
@@ -29,22 +31,21 @@ def table_id(query_id: Any) -> str:
 def table_rows(records: Iterable[dict[str, Any]]) -> dict[str, list[Any]]:
     """Columns of the evaluation table: id (:func:`table_id`), question, ground truth, response,
     every metric, failure."""
-    records = list(records)
-    names = sorted({str(k) for r in records for k in (r.get("metrics") or {})})
-    cols: dict[str, list[Any]] = {"query_id": [], "question": [], "ground_truth": [], "response": []}
+    recs = [as_record(r) for r in records]  # typed: a renamed field is found by a type checker
+    names = sorted({name for r in recs for name in r.metrics})
+    cols: dict[str, list[Any]] = {"query_id": [], "question": [], "ground_truth": [], RESPONSE_COLUMN: []}
     cols.update({n: [] for n in names})
     cols["failure"] = []
-    for r in records:
-        cols["query_id"].append(table_id(r.get("query_id", "")))
-        cols["question"].append(r.get("query", ""))
-        cols["ground_truth"].append(r.get("gt_answer", ""))
-        cols["response"].append(r.get("response", ""))
-        m = r.get("metrics") or {}
+    for r in recs:
+        cols["query_id"].append(table_id(r.query_id))
+        cols["question"].append(r.query)
+        cols["ground_truth"].append(r.gt_answer or "")
+        cols[RESPONSE_COLUMN].append(r.response)
         for n in names:
-            v = m.get(n)
-            cols[n].append(float(v) if _is_number(v) else None)
-        f = failure_of(r)
-        cols["failure"].append(f"{f['stage']}: {f['reason']}" if f else "")
+            v = r.metrics.get(n)
+            cols[n].append(v if v is not None and math.isfinite(v) else None)
+        f = r.failed
+        cols["failure"].append(f"{f.stage}: {f.reason}" if f else "")
     return cols
 
 

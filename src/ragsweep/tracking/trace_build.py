@@ -9,6 +9,7 @@ import math
 import random
 import uuid
 from typing import Any, Sequence
+from ragsweep.records import response_of
 
 TRACE_NAME = "ragsweep.question"
 CODE_SOURCE = "ragsweep"
@@ -192,7 +193,7 @@ def build_trace(rec: dict[str, Any], *, experiment_id: str, run_id: str | None, 
     batched = "batched: the whole run's stage, no time of its own per question"
     root = b.span(TRACE_NAME, "CHAIN", *when["question"], parent=None,
                   inputs={"query_id": rec.get("query_id"), "query": rec.get("query")},
-                  outputs={"response": rec.get("response", "")},
+                  outputs={"response": response_of(rec)},
                   attributes={"ragsweep.query_id": str(rec.get("query_id")), "ragsweep.judge": judge,
                               "ragsweep.system": system},
                   error=failure["reason"] if failure else None)
@@ -220,11 +221,11 @@ def build_trace(rec: dict[str, Any], *, experiment_id: str, run_id: str | None, 
     if gen.get("model"):
         gen_attrs["mlflow.llm.model"] = gen.get("model")
     b.span("generate", "CHAT_MODEL", *when["generate"], parent=root,
-           inputs={"prompt": rec.get("prompt")}, outputs={"response": rec.get("raw_response", rec.get("response", ""))},
+           inputs={"prompt": rec.get("prompt")}, outputs={"response": rec.get("raw_response", response_of(rec))},
            attributes=gen_attrs, error=gen_error)
     judge_error = failure["reason"] if failure and failure["stage"] == "judge" else None
     b.span("evaluate", "EVALUATOR", *when["evaluate"], parent=root,
-           inputs={"response": rec.get("response", ""), "gt_answer": rec.get("gt_answer", "")},
+           inputs={"response": response_of(rec), "gt_answer": rec.get("gt_answer", "")},
            outputs={**claims_view(rec), "trace": rec.get("trace"), "metrics": rec.get("metrics") or {}},
            attributes={"ragsweep.judge": judge, "ragsweep.cached": rec.get("judge_cached", True),
                        "ragsweep.judge_calls": rec.get("judge_calls"), "ragsweep.failure": failure,
@@ -248,7 +249,7 @@ def build_trace(rec: dict[str, Any], *, experiment_id: str, run_id: str | None, 
         request_time=when["question"][0] // ms,
         state=TraceState.ERROR if failure else TraceState.OK,
         request_preview=json.dumps({"query": rec.get("query")}, ensure_ascii=False)[:1000],
-        response_preview=json.dumps({"response": rec.get("response", "")}, ensure_ascii=False)[:1000],
+        response_preview=json.dumps({"response": response_of(rec)}, ensure_ascii=False)[:1000],
         client_request_id=f"{run_id}:{rec.get('query_id')}" if run_id else None,
         execution_duration=max(1, (when["question"][1] - when["question"][0]) // ms),
         trace_metadata=meta,
