@@ -120,10 +120,10 @@ class Claim:
     triplet: tuple[str, ...] | None = None
 
     @classmethod
-    def from_json(cls, c: ClaimJSON) -> "Claim":
-        if isinstance(c, (list, tuple)):
+    def from_json(cls, c: "ClaimJSON | tuple") -> "Claim":
+        if isinstance(c, (list, tuple)):  # checked as its parts joined by spaces (empty parts left out)
             parts = tuple(str(x) for x in c)
-            return cls(text=" ".join(parts), triplet=parts)
+            return cls(text=" ".join(p.strip() for p in parts if p.strip()), triplet=parts)
         return cls(text="" if c is None else str(c))
 
     def to_json(self) -> ClaimJSON:
@@ -288,6 +288,18 @@ def set_response(d: dict[str, Any], text: str) -> None:
     d[KEYS["response"]] = text
 
 
+def failure_of(rec: "QuestionRecord | Mapping[str, Any]") -> Failure | None:
+    """The failure of a record or of its JSON object (``failure``, or a generation ``error``),
+    without building the record."""
+    if isinstance(rec, QuestionRecord):
+        return rec.failed
+    f = Failure.from_json(rec.get(KEYS["failure"]))
+    if f is not None:
+        return f
+    err = rec.get(KEYS["error"])
+    return Failure("generation", str(err)) if err else None
+
+
 def read_records(path: str | Path) -> list[QuestionRecord]:
     """The records of a file in RAGChecker's schema (``{"results": [...]}``, or a bare list)."""
     try:
@@ -324,5 +336,5 @@ def to_json_list(records: Sequence["QuestionRecord | Mapping[str, Any]"]) -> lis
     return [as_record(r).to_json() for r in records]
 
 
-__all__ = ["KEYS", "Chunk", "Claim", "ClaimJSON", "Failure", "Label", "QuestionRecord", "RecordError", "as_record",
+__all__ = ["KEYS", "Chunk", "Claim", "ClaimJSON", "Failure", "Label", "QuestionRecord", "RecordError", "as_record", "failure_of",
            "read_records", "response_of", "set_response", "to_json_list", "write_records"]

@@ -36,9 +36,10 @@ from dataclasses import asdict, dataclass
 from typing import Any, Sequence, Union
 
 from ragsweep.evaluator.components import component_id
+from ragsweep.records import Claim as ClaimRecord
 from ragsweep.text import content_words, sentence_spans
 
-Claim = Union[str, list]
+Claim = Union[str, list]  # a claim as JSON (ragsweep.records.ClaimJSON); its typed form: ragsweep.records.Claim
 
 #: Bumped whenever the offline splitting rules change (part of the cache key).
 OFFLINE_VERSION = 3
@@ -68,10 +69,8 @@ _TRAIL = ",;:-\u2013\u2014 \t\r\n"
 
 def claim_text(claim: Any) -> str:
     """The text a claim is checked as: a string as is, a triplet's parts joined by spaces."""
-    if isinstance(claim, str):
-        return claim
-    if isinstance(claim, (list, tuple)):
-        return " ".join(str(p).strip() for p in claim if str(p).strip())
+    if isinstance(claim, (str, list, tuple)):
+        return ClaimRecord.from_json(claim).text  # the one definition of a claim (ragsweep.records)
     raise TypeError(f"a claim is a string or a list of strings, got {type(claim).__name__}")
 
 

@@ -9,7 +9,8 @@ import math
 import random
 import uuid
 from typing import Any, Sequence
-from ragsweep.records import response_of
+from ragsweep import records
+from ragsweep.records import Claim, response_of
 
 TRACE_NAME = "ragsweep.question"
 CODE_SOURCE = "ragsweep"
@@ -26,9 +27,7 @@ def _is_number(x: Any) -> bool:
 
 def claim_text(claim: Any) -> str:
     """A claim as text: RAGChecker's triplets ``[s, p, o]`` joined by spaces."""
-    if isinstance(claim, (list, tuple)):
-        return " ".join(str(c) for c in claim)
-    return "" if claim is None else str(claim)
+    return "" if claim is None else Claim.from_json(claim).text
 
 
 def _label(labels: Any, i: int) -> Any:
@@ -87,12 +86,8 @@ def source_for(metric: str, judge: str):
 
 def failure_of(rec: dict[str, Any]) -> dict[str, Any] | None:
     """``{"stage", "reason"}`` of a failed question (``failure``, or a generation ``error``)."""
-    f = rec.get("failure")
-    if isinstance(f, dict) and f.get("reason"):
-        return {"stage": f.get("stage") or "unknown", "reason": str(f["reason"])}
-    if rec.get("error"):
-        return {"stage": "generation", "reason": str(rec["error"])}
-    return None
+    f = records.failure_of(rec)
+    return f.to_json() if f is not None else None
 
 
 # -- building one trace ---------------------------------------------------------------------------
