@@ -514,6 +514,7 @@ def test_none_evaluator_returns_records_unchanged():
     recs = _records()
     out, metrics = ev.evaluate(recs, cache=None)
     assert out == recs and metrics == {}
+    assert ev.families == ()  # a run with evaluator=none aggregates no answer-metric family
 
 
 @pytest.mark.parametrize("option", ["offline", "llm", "nli", "none"])

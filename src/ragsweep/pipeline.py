@@ -255,7 +255,8 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
         for i, rec in zip(answered, judged):
             records[i] = rec
         # the families the records carry per question: aggregated once, below, by score_run
-        families |= set(getattr(evaluator, "families", None) or ("ragchecker",)) | registry.families_in(judged)
+        declared = getattr(evaluator, "families", None)  # () for evaluator=none; a stand-in may not say
+        families |= set(("ragchecker",) if declared is None else declared) | registry.families_in(judged)
         metrics.update(eval_metrics)  # the evaluator's counters
         ledger.mark_judge_failures(records)
     for rec in records:
