@@ -10,10 +10,15 @@ MLflow UI (traces with assessments, a metric filter, the evaluation table, the c
    the sweep's compare page (first child vs each other) is written and logged to the parent.
 3. ``mlflow server`` over the store on 127.0.0.1 (free port; stopped at the end), and headless
    Chromium through Playwright (``executable_path=/usr/bin/chromium``: no browser download):
-   - ``traces.png``: the Traces view lists every question, with the assessments as columns;
+   - ``traces.png``: the Traces view lists every question, with the assessments as columns, the
+     system (the run's name) in the Tags column of each trace, and each trace's Duration the
+     question's own time (its prompt and its own request), not the batch's;
+   - ``traces_assessments.png``: the same list scrolled to the headline assessment columns
+     (f1, precision, recall: MLflow orders assessment columns by name, after Input and Output);
    - ``traces_filtered.png``: the view's Filters (Feedback <metric> != 0.0) narrow the list to the
      questions with a non-zero value, exactly;
-   - ``eval_table.png``: the runs' Evaluation (artifact) view shows ``eval_table.json`` for both runs;
+   - ``eval_table.png``: the runs' Evaluation (artifact) view shows ``eval_table.json`` for both runs,
+     every question id as text (``#6401197308716204890``, never a rounded number);
    - ``compare_page.png``: the compare page in the run's artifact viewer, claims coloured by label.
 4. The screenshots are saved to ``--out`` and logged to the parent run under ``ui_check/``.
 
@@ -26,130 +31,24 @@ import argparse
 import contextlib
 import math
 import os
-import shutil
-import signal
-import socket
+import re
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 CHROMIUM = "/usr/bin/chromium"
+SHOTS = ("traces.png", "traces_assessments.png", "traces_filtered.png", "eval_table.png", "compare_page.png")
 EXPERIMENT = "ui_check"
 SYSTEMS = ("bm25", "tfidf")
 ZERO = "0.0"  # how MLflow stores a float feedback of 0 (the UI filter compares strings)
 
 
-class CheckError(RuntimeError):
-    """A failed check; its message is the one-line reason."""
-
-
-# -- the MLflow server ---------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def resolve_store_uri(uri: str, cwd: Path | None = None) -> str:
-    """Make a local store URI absolute (the server runs in a scratch directory) and make sure it
-    exists: ``mlflow server`` would otherwise create an empty store and the check would say
-    'experiment not found' instead of 'no store here'."""
-    cwd = Path(cwd or os.getcwd())
-    if uri.startswith("sqlite:///"):
-        raw = uri[len("sqlite:///"):]
-        path = Path(raw) if raw.startswith("/") else (cwd / raw)
-        if not path.is_file():
-            raise CheckError(f"no MLflow store at {path} (from --tracking-uri {uri})")
-        return "sqlite:///" + str(path.resolve())
-    if uri.startswith("file:"):
-        path = Path(urllib.parse.urlparse(uri).path)
-    elif "://" not in uri:
-        path = Path(uri) if Path(uri).is_absolute() else cwd / uri
-    else:
-        return uri  # a remote or database store: passed as is
-    if not path.is_dir():
-        raise CheckError(f"no MLflow store at {path} (from --tracking-uri {uri})")
-    return path.resolve().as_uri()
-
-
-def _mlflow_command() -> list[str]:
-    exe = Path(sys.executable).with_name("mlflow")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "mlflow"]
-
-
-def _stop_group(proc: subprocess.Popen, grace: float = 10.0) -> None:
-    """SIGTERM the process group, then SIGKILL whatever is left of it."""
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            pass
-    # the leader may be gone while workers of its group live on
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=grace)
-
-
-def _tail(path: Path, n: int = 3) -> str:
-    try:
-        lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
-    except OSError:
-        return ""
-    return " | ".join(lines[-n:])
-
-
-@contextlib.contextmanager
-def mlflow_server(tracking_uri: str, port: int = 0, timeout: float = 180.0,
-                  log_path: Path | None = None) -> Iterator[str]:
-    """Run ``mlflow server`` over the store on 127.0.0.1; yield its base URL."""
-    uri = resolve_store_uri(tracking_uri)
-    port = port or free_port()
-    work = Path(tempfile.mkdtemp(prefix="mlflow-ui-check-"))
-    log_path = log_path or work / "server.log"
-    cmd = _mlflow_command() + [
-        "server", "--backend-store-uri", uri, "--host", "127.0.0.1", "--port", str(port),
-        "--workers", "1", "--default-artifact-root", str(work / "mlartifacts"),
-    ]
-    # a read-only viewer: no background job runner (its worker processes cost seconds on a small
-    # machine), no telemetry
-    env = dict(os.environ, PYTHONUNBUFFERED="1", MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false",
-               MLFLOW_DISABLE_TELEMETRY="true", DO_NOT_TRACK="1")
-    env.pop("MLFLOW_TRACKING_URI", None)
-    base = f"http://127.0.0.1:{port}"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            if proc.poll() is not None:
-                raise CheckError(f"mlflow server exited with status {proc.returncode}: {_tail(log_path)}")
-            try:
-                with urllib.request.urlopen(base + "/health", timeout=5) as r:
-                    if r.status == 200:
-                        break
-            except (urllib.error.URLError, OSError):
-                pass
-            if time.monotonic() > deadline:
-                raise CheckError(f"mlflow server on {base} not healthy after {timeout:.0f} s: {_tail(log_path)}")
-            time.sleep(0.5)
-        yield base
-    finally:
-        _stop_group(proc)
-        shutil.rmtree(work, ignore_errors=True)
-
-
-
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from mlflow_serve import CheckError, free_port, mlflow_server, resolve_store_uri  # noqa: E402,F401 - free_port: re-exported
 
 # -- the sweep -------------------------------------------------------------------------------------
 def run_sweep(root: Path, limit: int = 3, systems: tuple[str, ...] = SYSTEMS, experiment: str = EXPERIMENT,
@@ -180,6 +79,9 @@ class Prepared:
     n_traces: int
     n_nonzero: int  # traces whose filter_metric is not 0
     compare_artifact: str  # compare/<page>.html of the parent
+    ids: list[str] = field(default_factory=list)  # every question id, as text
+    systems: dict[str, int] = field(default_factory=dict)  # run name -> its traces
+    own_s: list[float] = field(default_factory=list)  # each trace's own duration (prompt + generation)
     notes: list[str] = field(default_factory=list)
 
 
@@ -206,7 +108,9 @@ def prepare(uri: str, experiment: str) -> Prepared:
     if len(runs.children) < 2:
         raise CheckError(f"sweep {runs.parent_id} has {len(runs.children)} finished child run(s); 2 needed")
     tracker = tracking.Tracker(uri, "unused", experiment)
-    notes, all_recs, kids = [], [], []
+    from ragsweep.tracking.trace_build import own_timings
+
+    notes, all_recs, kids, systems = [], [], [], {}
     for r in runs.children:
         rid = r.info.run_id
         found, data = tracking.read_json_artifact(cl, rid, "records.json")
@@ -215,9 +119,10 @@ def prepare(uri: str, experiment: str) -> Prepared:
         recs = data["results"]
         all_recs += recs
         kids.append((rid, r.info.run_name or rid))
+        systems[r.info.run_name or rid] = len(recs)
         tracker.run_id = rid
         if not logged_query_ids(_tracing_client(tracker), runs.experiment_id, rid):
-            send_traces(tracker, recs, judge="offline", run_id=rid)
+            send_traces(tracker, recs, judge="offline", run_id=rid, system=r.info.run_name)
             notes.append(f"traces added to {r.info.run_name}")
         if "eval_table.json" not in {a.path for a in cl.list_artifacts(rid)}:
             os.environ["RAGSWEEP_MLFLOW_TRACES"] = "sync"
@@ -228,8 +133,10 @@ def prepare(uri: str, experiment: str) -> Prepared:
         if not pages:
             raise CheckError("no compare page could be made")
         name = pages[0][1].name
+    own = [(lambda t: (t[1] - t[0]) / 1e9)(own_timings(r, 0)["question"]) for r in all_recs]
     return Prepared(runs.experiment_id, runs.parent_id, kids, [str(r.get("query", "")) for r in all_recs], metric,
-                    len(all_recs), nonzero, f"compare/{name}", notes)
+                    len(all_recs), nonzero, f"compare/{name}", [str(r.get("query_id")) for r in all_recs], systems, own,
+                    notes)
 
 
 # -- the browser -----------------------------------------------------------------------------------
@@ -247,6 +154,37 @@ def _dismiss(page) -> None:
     with contextlib.suppress(Exception):
         if got.count():
             got.first.click(timeout=3000)
+
+
+_DURATION = re.compile(r"^(?:(\d+)h ?)?(?:(\d+)m(?!s) ?)?(?:(\d+(?:\.\d+)?)s)?$|^(\d+(?:\.\d+)?)ms$")
+
+
+def parse_duration(text: str) -> float | None:
+    """Seconds of a Duration cell (``850ms``, ``18.7s``, ``1m 5s``, ``4m``); None if not one."""
+    m = _DURATION.match(text.strip())
+    if not m or not any(m.groups()):
+        return None
+    if m.group(4):
+        return float(m.group(4)) / 1000
+    return 3600 * float(m.group(1) or 0) + 60 * float(m.group(2) or 0) + float(m.group(3) or 0)
+
+
+def check_durations(shown: list[float], own: list[float]) -> None:
+    """Each trace's Duration is a question's own time (not its batch's), to the view's rounding."""
+    if len(shown) != len(own):
+        raise CheckError(f"{len(shown)} durations in the Traces view for {len(own)} traces")
+    for d, e in zip(sorted(shown), sorted(own)):
+        if abs(d - e) > 0.06 + 0.02 * e + (30 if e >= 60 else 0):  # "4m" hides up to 30 s
+            raise CheckError(f"trace durations {sorted(shown)} s are not the questions' own times {sorted(own)} s")
+
+
+def traces_columns(page, prep: Prepared) -> tuple[list[float], dict[str, int]]:
+    """The Duration of every listed trace, and per system how many traces show it in the Tags column."""
+    texts = page.eval_on_selector_all("[role=row]", "els => els.map(e => e.innerText)")
+    shown = [d for t in texts for d in (parse_duration(x) for x in t.split("\n")) if d is not None]
+    # each tag pill of the Tags column is a button "Filter by tag <key>: <value>"
+    tags = page.eval_on_selector_all("[aria-label^='Filter by tag system: ']", "els => els.map(e => e.getAttribute('aria-label'))")
+    return shown, {name: tags.count(f"Filter by tag system: {name}") for name in prep.systems}
 
 
 def browse(base: str, prep: Prepared, out_dir: Path, chromium: str = CHROMIUM, timeout: float = 120,
@@ -274,9 +212,27 @@ def browse(base: str, prep: Prepared, out_dir: Path, chromium: str = CHROMIUM, t
                 raise CheckError(f"the Traces view does not list: {missing[:2]}")
             if not page.get_by_label(f"Column options for {prep.filter_metric}").count():
                 raise CheckError(f"the Traces view has no assessment column {prep.filter_metric}")
+            close = page.locator("[data-component-id='mlflow.assistant.chat_panel.close']")
+            if close.count():  # the first-visit assistant panel covers the right half of the list
+                close.first.click()
+            seen: list = [([], {})]
+            with contextlib.suppress(CheckError):  # the list re-renders after the panel closes
+                _wait(lambda: (seen.__setitem__(0, traces_columns(page, prep)) or seen[0][1] == prep.systems), 30, "")
+            shown, tagged = seen[0]
+            if tagged != prep.systems:
+                raise CheckError(f"the Tags column shows the system on {tagged} traces, expected {prep.systems}")
+            check_durations(shown, prep.own_s)
             shots.append(out_dir / "traces.png")
             page.screenshot(path=str(shots[-1]))
-            log(f"traces: {page.locator(rows).count()} questions listed with assessment columns")
+            log(f"traces: {page.locator(rows).count()} questions listed with assessment columns, a system column "
+                f"and their own durations ({min(shown):.1f}-{max(shown):.1f} s)")
+            headline = [m for m in ("f1", "precision", "recall", prep.filter_metric) if page.get_by_label(f"Column options for {m}").count()]
+            if len(headline) < 2:
+                raise CheckError(f"the Traces view lacks the headline assessment columns (has {headline})")
+            page.get_by_label(f"Column options for {headline[0]}").first.scroll_into_view_if_needed()
+            shots.append(out_dir / "traces_assessments.png")
+            page.screenshot(path=str(shots[-1]))
+            log(f"headline assessments: {', '.join(headline)}")
 
             # 2. a filter on the metric narrows them (the view's own Filters: Feedback != 0.0)
             page.get_by_label("Filters").click()
@@ -307,9 +263,14 @@ def browse(base: str, prep: Prepared, out_dir: Path, chromium: str = CHROMIUM, t
             _wait(lambda: "eval_table.json" in page.inner_text("body")
                   and all(name in page.inner_text("body") for _, name in prep.runs), timeout, "the evaluation table of both runs")
             _wait(lambda: prep.questions[0][:30] in page.inner_text("body"), timeout, "the questions in the evaluation table")
+            from ragsweep.tracking.eval_table import table_id
+
+            _wait(lambda: all(table_id(i) in page.inner_text("body") for i in prep.ids), timeout,
+                  f"the question ids as text in the evaluation table ({[table_id(i) for i in prep.ids[:2]]}, never rounded)")
             shots.append(out_dir / "eval_table.png")
             page.screenshot(path=str(shots[-1]))
-            log(f"evaluation table: eval_table.json of {', '.join(n for _, n in prep.runs)}")
+            log(f"evaluation table: eval_table.json of {', '.join(n for _, n in prep.runs)}, "
+                f"{len(set(prep.ids))} question ids as text")
 
             # 4. the compare page in the artifact viewer, claims coloured
             page.goto(f"{base}/#/experiments/{eid}/runs/{prep.parent_id}/artifacts/{prep.compare_artifact}")

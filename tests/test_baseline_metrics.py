@@ -70,5 +70,7 @@ def test_registered_family_and_nan_rules():
         assert all(math.isnan(fn(r)) for fn in (f1, rl, co)), r
     assert not math.isnan(f1(_rec(error=None)))  # an empty error field is no failure
     assert math.isnan(co(_rec(retrieved_context=[])))
-    agg = registry.aggregate([rec, _rec(gt=None), _rec(error="x")], ["baseline"])
+    from ragsweep.scoring import score_run  # the one aggregation path
+
+    agg = score_run([rec, _rec(gt=None), _rec(error="x")], ["baseline"]).metrics
     assert agg["baseline/token_f1"] == pytest.approx(f1(rec)) and agg["baseline/context_overlap"] == pytest.approx(2 / 3)

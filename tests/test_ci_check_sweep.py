@@ -45,8 +45,13 @@ def test_sweep_is_comparable_question_by_question_in_the_ui(ci_check_sweep, tmp_
     n = ci_check_sweep.systems * ci_check_sweep.questions
     lines: list[str] = []
     shots = ui.check(uri, exp, tmp_path / "shots", CHROMIUM, log=lines.append)
-    assert [s.name for s in shots] == ["traces.png", "traces_filtered.png", "eval_table.png", "compare_page.png"]
-    assert any(ln.startswith(f"traces: {n} questions listed") for ln in lines), lines
+    assert [s.name for s in shots] == list(ui.SHOTS)
+    # issue #26: a system column, each question's own duration, ids as text, the headline assessments
+    assert any(ln.startswith(f"traces: {n} questions listed") and "a system column and their own durations" in ln
+               for ln in lines), lines
+    assert any(ln.startswith("headline assessments: f1, precision, recall") for ln in lines), lines
+    assert any(ln.startswith("evaluation table: ") and f"{ci_check_sweep.questions} question ids as text" in ln
+               for ln in lines), lines
     assert any(ln.startswith("filter ") and f" of {n} questions" in ln for ln in lines), lines
     assert any(ln.startswith("compare page: ") for ln in lines)
     from ragsweep import tracking
@@ -55,6 +60,14 @@ def test_sweep_is_comparable_question_by_question_in_the_ui(ci_check_sweep, tmp_
     parent = tracking.load_sweep_runs(cl, exp, None).parent_id
     logged = {a.path for a in cl.list_artifacts(parent, "ui_check")}
     assert logged == {f"ui_check/{s.name}" for s in shots}
+
+
+def test_durations_are_read_as_the_view_writes_them():
+    assert [ui.parse_duration(t) for t in ("850ms", "18.7s", "1m 5s", "4m", "5 minutes ago", "601")] == [
+        0.85, 18.7, 65.0, 240.0, None, None]
+    ui.check_durations([5.3, 12.9], [12.93, 5.27])
+    with pytest.raises(ui.CheckError, match="own times"):
+        ui.check_durations([240.0, 240.0], [5.3, 12.9])  # every trace the batch's time: the old view
 
 
 def test_store_must_exist(tmp_path):

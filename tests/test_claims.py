@@ -14,8 +14,8 @@ from ragsweep.evaluator.claims import (
     claim_text,
     extract_cached,
     extractor_id,
-    parse_claims,
 )
+from ragsweep.evaluator.llm_extractor import parse_claims
 
 
 def test_offline_sentences_and_clauses():

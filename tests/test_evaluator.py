@@ -107,9 +107,32 @@ def _run(records=None, checker=None, cache=None, trace_mode="entailment", trace_
         "none": lambda: None,
     }[trace_mode]()
     # the conjunctions rule keeps "Paris is in France, but Berlin is in Spain." as two claims
-    return evaluate_records(records or _records(), extractor or OfflineExtractor(clause_rule="conjunctions"),
-                            checker or WordChecker(), cache, trace=trace,
-                            ragas=Ragas(embedder=HashEmbedder()) if ragas else None)
+    recs, counters = evaluate_records(records or _records(), extractor or OfflineExtractor(clause_rule="conjunctions"),
+                                      checker or WordChecker(), cache, trace=trace,
+                                      ragas=Ragas(embedder=HashEmbedder()) if ragas else None)
+    return recs, _aggregated(recs, counters)
+
+
+def _aggregated(recs, counters):
+    """The evaluator's counters and the aggregates of its per-question values, as a run computes
+    them (the one aggregation path: :func:`ragsweep.scoring.score_run`)."""
+    from ragsweep.metrics import registry
+    from ragsweep.scoring import score_run
+
+    return {**counters, **score_run(recs, registry.families_in(recs)).metrics}
+
+
+def test_the_evaluator_returns_per_question_values_and_counters_never_aggregates():
+    from ragsweep.metrics import registry
+
+    recs, counters = evaluate_records(_records(), OfflineExtractor(clause_rule="conjunctions"), WordChecker(), None,
+                                      trace=EntailmentTrace(attribution="entailment"), ragas=Ragas(embedder=HashEmbedder()))
+    assert not [k for k in counters if registry.find(k) is not None]  # no second aggregation path
+    assert set(counters) >= {"judge/checks", "evaluator/examples"}
+    assert registry.families_in(recs) == {"ragchecker", "trace", "ragas"}
+    m = _aggregated(recs, counters)  # score_run: the mean with its interval and count
+    assert m["ragchecker/generator/faithfulness"] == pytest.approx((100 / 3 + 100) / 2)
+    assert m["ragchecker/generator/faithfulness/n"] == 2 and "ragchecker/generator/faithfulness/ci_low" in m
 
 
 def _same(a, b):
@@ -491,6 +514,7 @@ def test_none_evaluator_returns_records_unchanged():
     recs = _records()
     out, metrics = ev.evaluate(recs, cache=None)
     assert out == recs and metrics == {}
+    assert ev.families == ()  # a run with evaluator=none aggregates no answer-metric family
 
 
 @pytest.mark.parametrize("option", ["offline", "llm", "nli", "none"])
@@ -516,6 +540,8 @@ def test_evaluator_with_stand_ins_and_object_specs(tmp_path):
                                              "clause_rule": "conjunctions"}, checker=WordChecker(),
                    ragas=False)
     recs, m = ev.evaluate(_records(), cache=Cache(tmp_path))
+    m = _aggregated(recs, m)
+    assert ev.families == ("ragchecker", "trace")
     assert recs[0]["answer2response"] == ["Entailment", "Neutral", "Neutral"]
     assert m["ragchecker/overall/precision"] == pytest.approx(100 / 3)
 
@@ -544,6 +570,7 @@ def test_offline_evaluator_end_to_end_without_network(tmp_path, monkeypatch, com
     monkeypatch.setattr(socket.socket, "connect", no_network)
     ev = instantiate(cfg.evaluator)
     recs, m = ev.evaluate(_records(), cache=Cache(tmp_path / "cache"))
+    m = _aggregated(recs, m)
     assert m["judge/calls"] == 0 and m["judge/checks"] > 0
     assert 0 <= m["ragchecker/overall/precision"] <= 100
     assert 0 <= m["ragas/answer_relevance"] <= 1 and 0 <= m["ragas/context_relevance"] <= 1

@@ -126,8 +126,10 @@ def test_every_metric_is_described_and_in_range_on_the_golden_records():
     assert not math.isnan(registry.get("ragchecker/overall/precision").per_question(GOLDEN[0]))
 
 
-def test_registry_aggregate_is_the_mean_of_defined_values():
-    recs = [{"metrics": {"ragas/faithfulness": 1.0}}, {"metrics": {"ragas/faithfulness": float("nan")}},
-            {"metrics": {"ragas/faithfulness": 0.5}}]
-    agg = registry.aggregate(recs, ["ragas"])
-    assert agg["ragas/faithfulness"] == 0.75 and math.isnan(agg["ragas/context_relevance"])
+def test_the_aggregate_is_the_mean_of_defined_values_with_its_count():
+    from ragsweep.scoring import score_run
+
+    recs = [{"query_id": str(i), "metrics": {"ragas/faithfulness": v}} for i, v in enumerate((1.0, float("nan"), 0.5))]
+    agg = score_run(recs, ["ragas"]).metrics
+    assert agg["ragas/faithfulness"] == 0.75 and agg["ragas/faithfulness/n"] == 2
+    assert math.isnan(agg["ragas/context_relevance"])

@@ -162,7 +162,7 @@ answers = (
 @FUZZ
 @given(answers, st.integers(min_value=0, max_value=6))
 def test_judge_parsers_never_raise_nor_guess(text, n):
-    from ragsweep.evaluator.claims import parse_claims
+    from ragsweep.evaluator.llm_extractor import parse_claims
     from ragsweep.evaluator.judge import LABELS, parse_annotation, parse_json_object, parse_labels
 
     obj = parse_json_object(text)

@@ -184,6 +184,7 @@ def test_lexical_baselines():
 import hashlib  # noqa: E402
 import json  # noqa: E402
 
+from experiments.meta_eval import ja_core as JK  # noqa: E402 - the suites read B_BOOT, fit_head from here
 from experiments.meta_eval import judge_agreement as JA  # noqa: E402
 from experiments.meta_eval import make_splits as MS  # noqa: E402
 from ragsweep.evaluator.offline import FEATURES  # noqa: E402
@@ -234,10 +235,10 @@ def _synthetic_ragbench(seed=0, flip_test=False):
 
 
 def test_ragbench_protocol_never_trains_or_chooses_on_held_out_rows(monkeypatch):
-    monkeypatch.setattr(JA, "B_BOOT", 20)
+    monkeypatch.setattr(JK, "B_BOOT", 20)
     seen = []
-    real = JA.fit_head
-    monkeypatch.setattr(JA, "fit_head", lambda X, y, *a, **k: (seen.append(X.copy()), real(X, y, *a, **k))[1])
+    real = JK.fit_head
+    monkeypatch.setattr(JK, "fit_head", lambda X, y, *a, **k: (seen.append(X.copy()), real(X, y, *a, **k))[1])
     rb = _synthetic_ragbench()
     res = JA.ragbench_adherence(rb)
     test_rows = {r.tobytes() for d in rb.values() for r in d["f"].X[d["sent_part"] == "test"]}
@@ -285,7 +286,7 @@ def _write_rc(folder, flip_domain=None):
 
 
 def test_ragchecker_choice_for_a_domain_ignores_that_domains_labels(tmp_path, monkeypatch):
-    monkeypatch.setattr(JA, "B_BOOT", 20)
+    monkeypatch.setattr(JK, "B_BOOT", 20)
     heads = JA.shipped_heads()
     splits = _write_rc(tmp_path / "a")
     res = JA.rc_suite(tmp_path / "a", splits, _StubChecker(), None, None, heads, {"full": 0.3, "lexical": 0.3})

@@ -15,7 +15,6 @@ from ragsweep.evaluator.ragchecker_metrics import (
     METRIC_GROUPS,
     METRICS,
     N_CLAIMS,
-    aggregate,
     compute_example_metrics,
     flatten,
 )
@@ -23,6 +22,13 @@ from ragsweep.evaluator.ragchecker_metrics import (
 FIXTURE = Path(__file__).parent / "fixtures" / "ragchecker" / "examples_checking_outputs.json"
 GOLDEN = json.loads(FIXTURE.read_text(encoding="utf-8"))
 E, N, C = "Entailment", "Neutral", "Contradiction"
+
+
+def aggregate_records(records, round_to=None):
+    """RAGChecker's nested aggregate through the one aggregation path (scoring.score_run)."""
+    from ragsweep.scoring import ragchecker_layout, score_run
+
+    return ragchecker_layout(score_run(list(records), ["ragchecker"]), round_to)[0]
 
 
 def _close(a: float, b: float, tol: float = 0.1) -> bool:
@@ -53,17 +59,17 @@ def test_per_example_metrics_match_ragchecker(index):
 
 
 def test_overall_metrics_match_ragchecker():
-    agg = aggregate([compute_example_metrics(r) for r in GOLDEN["results"]])
+    agg = aggregate_records(GOLDEN["results"])
     for group, values in GOLDEN["metrics"].items():
         for name, expected in values.items():
             assert _close(agg[group][name], expected), (group, name, agg[group][name], expected)
     assert agg["overall"][N_CLAIMS] == pytest.approx((11 + 5) / 2)
-    rounded = aggregate([compute_example_metrics(r) for r in GOLDEN["results"]], round_to=1)
+    rounded = aggregate_records(GOLDEN["results"], round_to=1)
     assert {g: {m: rounded[g][m] for m in v} for g, v in GOLDEN["metrics"].items()} == GOLDEN["metrics"]
 
 
 def test_layout_and_flatten():
-    agg = aggregate([compute_example_metrics(r) for r in GOLDEN["results"]])
+    agg = aggregate_records(GOLDEN["results"])
     assert list(agg) == ["overall", "retriever", "generator"]
     for group, names in METRIC_GROUPS.items():
         assert set(names) <= set(agg[group])
@@ -140,10 +146,10 @@ def test_no_ground_truth_gives_nan_and_is_skipped(gt):
     assert compute_example_metrics(rec)["faithfulness"] == pytest.approx(50)
 
     golden = compute_example_metrics(GOLDEN["results"][0])
-    agg = aggregate([golden, m])
+    agg = aggregate_records([GOLDEN["results"][0], rec])
     assert agg["overall"]["precision"] == pytest.approx(golden["precision"])
     assert agg["generator"]["faithfulness"] == pytest.approx((golden["faithfulness"] + 50) / 2)
-    assert math.isnan(aggregate([m])["overall"]["recall"])
+    assert math.isnan(aggregate_records([rec])["overall"]["recall"])
 
 
 def test_none_label_makes_affected_metrics_nan():

@@ -64,8 +64,11 @@ def test_output_file_is_valid_ragchecker_output(tmp_path, capsys):
     text = out_path.read_text(encoding="utf-8")
     assert "NaN" not in text
     written = json.loads(text)
-    assert set(written) == {"results", "metrics"}
+    # RAGChecker's two keys, plus each aggregate's interval and count (the one aggregation path)
+    assert set(written) == {"results", "metrics", "intervals"}
     _assert_overall_matches(written["metrics"])
+    iv = written["intervals"]["overall"]["precision"]
+    assert iv["n"] == len(GOLDEN["results"]) and iv["ci_low"] <= written["metrics"]["overall"]["precision"] <= iv["ci_high"]
     records = read_records(out_path)
     assert is_output_file(records)
     for ours, theirs in zip(records, GOLDEN["results"]):

@@ -16,7 +16,6 @@ from ragsweep.evaluator.trace import (
     SUBSETS,
     adherence,
     adherence_rate,
-    aggregate_trace,
     key_letters,
     key_response,
     key_sentences,
@@ -181,17 +180,6 @@ def test_adherence_helpers():
     assert math.isnan(adherence_rate([], []))
     with pytest.raises(ValueError):
         adherence_rate(sentences, [True])
-
-
-def test_aggregate_trace():
-    examples = [
-        {"relevance": 0.2, "utilization": 0.1, "completeness": 1.0, "adherence": True},
-        {"relevance": 0.4, "utilization": math.nan, "completeness": 0.5, "adherence": False},
-        {"relevance": 0.6, "utilization": 0.3, "completeness": 0.0, "adherence": None},
-    ]
-    agg = aggregate_trace(examples)
-    assert agg == pytest.approx({"relevance": 0.4, "utilization": 0.2, "completeness": 0.5,
-                                 "adherence": 0.5})
 
 
 RAGBENCH_DIR = Path(

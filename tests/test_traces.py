@@ -102,7 +102,7 @@ def test_background_sender_logs_traces_and_table(tracker, monkeypatch):
     assert len(_traces(tracker, run_id)) == 3
     assert not tracker.spool.pending()
     table = tracker.client.load_table(tracker.experiment_id, "eval_table.json", run_ids=[run_id])
-    assert list(table["query_id"]) == [str(r["query_id"]) for r in recs]
+    assert list(table["query_id"]) == [f"#{r['query_id']}" for r in recs]  # text in the UI, never a rounded number
     assert {"question", "ground_truth", "response", "ragchecker/overall/f1", "failure"} <= set(table.columns)
     assert list(table["failure"])[-1] == "generation: HTTP 500"
 
@@ -128,5 +128,5 @@ def test_never_fails_a_run(tracker, monkeypatch, caplog):
 
 def test_table_rows_one_per_question():
     cols = tt.table_rows(_records())
-    assert cols["query_id"][-1] == "failed" and cols["ragas/faithfulness"] == [None, None, None]
+    assert cols["query_id"][-1] == "#failed" and cols["ragas/faithfulness"] == [None, None, None]
     assert cols["ragchecker/overall/f1"] == [40.0, 60.0, None]

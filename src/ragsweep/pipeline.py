@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from ragsweep.metrics import registry
 from ragsweep.scoring import score_run
 from ragsweep.summary import RunResult, Stages, quiet
 from ragsweep.tracking import Tracker, finished_child, short_params, system_key, system_name
+from ragsweep.records import response_of, set_response
 
 log = logging.getLogger("ragsweep")
 
@@ -146,10 +148,12 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
         if window:
             budget = int(window) - int(gen_cfg.max_tokens) - 32  # chat template overhead
         count = counter_for(server) if budget else estimate
-        prompts, used_hits, dropped, n_dropped = [], {}, 0, {}
+        prompts, used_hits, dropped, n_dropped, prompt_s = [], {}, 0, {}, {}
         with timer("prompt"):
             for q in dataset.queries:
+                t_fit = time.perf_counter()  # each question's own prompt time (its trace's span)
                 text, hits, n_drop = prompt.fit(q.query, results[q.query_id], budget, count, titles)
+                prompt_s[q.query_id] = time.perf_counter() - t_fit
                 prompts.append(text)
                 used_hits[q.query_id] = hits
                 n_dropped[q.query_id] = n_drop
@@ -200,11 +204,13 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
             "relevant_spans": [{"doc_id": s.doc_id, "start": s.start, "end": s.end} for s in q.relevant],
             "generation": {"model": str(model) if model else None, "prompt_tokens": out.prompt_tokens,
                            "completion_tokens": out.completion_tokens, "latency_s": round(out.seconds, 4),
-                           "cached": out.cached, "finish_reason": out.finish_reason},
+                           "cached": out.cached, "finish_reason": out.finish_reason,
+                           "started_at": out.started_at, "request_s": out.request_s, "server_s": out.server_s},
+            "timings": {"prompt_s": round(prompt_s[q.query_id], 6)},
         }
         if out.ok:
             answer = extract_answer(out.text, prompt.config.answer_tag) if prompt.config.answer_tag else out.text.strip()
-            rec["response"] = answer
+            set_response(rec, answer)
             if answer != out.text:
                 rec["raw_response"] = out.text
         else:  # counted in the ledger and excluded from every answer metric and from the judge
@@ -223,7 +229,7 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
             "generator/retries": gstats.get("retries", 0),
             "generator/prompt_tokens": gstats.get("prompt_tokens", 0),
             "generator/completion_tokens": gstats.get("completion_tokens", 0),
-            "generator/empty_responses": sum(1 for r in records if not r["response"] and "error" not in r),
+            "generator/empty_responses": sum(1 for r in records if not response_of(r) and "error" not in r),
         }
     )
 
@@ -245,12 +251,14 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
                 judged, eval_metrics = evaluator.evaluate([records[i] for i in answered], cache=cache,
                                                           progress=step_done if steps else None)
             else:  # nothing to judge: every answer metric is NaN with n = 0 and the failures counted
-                judged, eval_metrics = [], {"ragchecker/overall/f1": float("nan")}
+                judged, eval_metrics = [], {}
         signals.raise_if_interrupted()
         for i, rec in zip(answered, judged):
             records[i] = rec
-        families |= {m.family for m in registry.all_metrics() if m.name in eval_metrics}
-        metrics.update({k: v for k, v in eval_metrics.items() if registry.find(k) is None})  # counters
+        # the families the records carry per question: aggregated once, below, by score_run
+        declared = getattr(evaluator, "families", None)  # () for evaluator=none; a stand-in may not say
+        families |= set(("ragchecker",) if declared is None else declared) | registry.families_in(judged)
+        metrics.update(eval_metrics)  # the evaluator's counters
         ledger.mark_judge_failures(records)
     for rec in records:
         rec.setdefault("metrics", {}).update(retrieval_per_q.get(rec["query_id"], {}))

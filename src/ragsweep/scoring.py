@@ -23,6 +23,7 @@ from typing import Any, Iterable, Sequence
 from ragsweep import ledger as ledger_mod
 from ragsweep import stats
 from ragsweep.metrics import registry
+from ragsweep.records import response_of
 
 SUFFIXES = ("ci_low", "ci_high", "n", "failed", "undefined", "judge_sd", "question_sd")
 
@@ -126,6 +127,29 @@ def combine_repeats(records: Sequence[dict[str, Any]], repeats: Sequence[RunScor
     return out
 
 
+def ragchecker_layout(scores: RunScores, round_to: int | None = 1) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, dict[str, float]]]]:
+    """RAGChecker's nested ``metrics`` (``{"overall": {"precision": ...}, "retriever": ...,
+    "generator": ...}``, percentages rounded like RAGChecker's ``evaluate``) from the aggregates of
+    :func:`score_run` over the ``ragchecker`` family, and the same layout of each one's
+    ``{"ci_low", "ci_high", "n"}``: ``ragsweep-score``'s document, aggregated by the one path."""
+    from ragsweep.evaluator import ragchecker_metrics as rcm
+
+    def rounded(v: float) -> float:
+        return round(v, round_to) if round_to is not None and finite(v) else v
+
+    metrics: dict[str, dict[str, float]] = {}
+    intervals: dict[str, dict[str, dict[str, float]]] = {}
+    for group, names in rcm.METRIC_GROUPS.items():
+        metrics[group], intervals[group] = {}, {}
+        for name in names + ((rcm.N_CLAIMS,) if group == "overall" else ()):
+            key = f"ragchecker/{group}/{name}"
+            metrics[group][name] = rounded(scores.metrics.get(key, math.nan))
+            intervals[group][name] = {"ci_low": rounded(scores.metrics.get(f"{key}/ci_low", math.nan)),
+                                      "ci_high": rounded(scores.metrics.get(f"{key}/ci_high", math.nan)),
+                                      "n": int(scores.metrics.get(f"{key}/n", 0))}
+    return metrics, intervals
+
+
 def undefined_reason(metric: registry.Metric, rec: dict[str, Any]) -> str:
     """Why ``metric`` has no value for a question that did not fail."""
     if metric.family == "retrieval":
@@ -133,7 +157,7 @@ def undefined_reason(metric: registry.Metric, rec: dict[str, Any]) -> str:
     gt = rec.get("gt_answer")
     if metric.needs_gt and not (isinstance(gt, str) and gt.strip()):
         return "no ground-truth answer"
-    if not str(rec.get("response") or "").strip():
+    if not response_of(rec).strip():
         return "empty response"
     if not rec.get("retrieved_context"):
         return "no retrieved context"

@@ -36,9 +36,10 @@ from dataclasses import asdict, dataclass
 from typing import Any, Sequence, Union
 
 from ragsweep.evaluator.components import component_id
+from ragsweep.records import Claim as ClaimRecord
 from ragsweep.text import content_words, sentence_spans
 
-Claim = Union[str, list]
+Claim = Union[str, list]  # a claim as JSON (ragsweep.records.ClaimJSON); its typed form: ragsweep.records.Claim
 
 #: Bumped whenever the offline splitting rules change (part of the cache key).
 OFFLINE_VERSION = 3
@@ -68,10 +69,8 @@ _TRAIL = ",;:-\u2013\u2014 \t\r\n"
 
 def claim_text(claim: Any) -> str:
     """The text a claim is checked as: a string as is, a triplet's parts joined by spaces."""
-    if isinstance(claim, str):
-        return claim
-    if isinstance(claim, (list, tuple)):
-        return " ".join(str(p).strip() for p in claim if str(p).strip())
+    if isinstance(claim, (str, list, tuple)):
+        return ClaimRecord.from_json(claim).text  # the one definition of a claim (ragsweep.records)
     raise TypeError(f"a claim is a string or a list of strings, got {type(claim).__name__}")
 
 
@@ -244,19 +243,6 @@ def with_question(question: str, answer: str) -> str:
 
 
 
-_MOVED = ("LLMExtractor", "SENTENCE_PROMPT", "TRIPLET_PROMPT", "claims_schema", "parse_claims")
-
-
-def __getattr__(name: str) -> Any:
-    """The LLM extractor lives in :mod:`ragsweep.evaluator.llm_extractor`; its old names here still work."""
-    if name in _MOVED:
-        from ragsweep.evaluator import llm_extractor
-
-        return getattr(llm_extractor, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-
 # --------------------------------------------------------------------------------------------
 # cached extraction
 # --------------------------------------------------------------------------------------------
@@ -304,12 +290,9 @@ def extract_cached(
 
 __all__ = [
     "Claim",
-    "LLMExtractor",
     "OfflineExtractor",
     "claim_text",
-    "claims_schema",
     "extract_cached",
     "extractor_id",
-    "parse_claims",
     "with_question",
 ]

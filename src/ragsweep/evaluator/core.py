@@ -128,11 +128,21 @@ class Evaluator:
     #: what ``progress`` is called with, in order
     STEPS = ("claims", "entailment", "trace", "ragas")
 
+    @property
+    def families(self) -> tuple[str, ...]:
+        """The metric families this evaluator's records carry per question (the registry
+        aggregates them: :func:`ragsweep.scoring.score_run`)."""
+        if not self.enabled:
+            return ()
+        cfg = self.config
+        return ("ragchecker",) + ("trace",) * (cfg.trace_mode in ("annotator", "entailment")) + ("ragas",) * bool(cfg.ragas)
+
     def evaluate(
         self, records: Sequence[Mapping[str, Any]], cache: Any = None, progress: Any = None
     ) -> tuple[list[dict], dict[str, float]]:
-        """Scored copies of ``records`` and the aggregate metrics (names in
-        :mod:`ragsweep.evaluator.pipeline`); ``progress(step)`` is called as each of ``STEPS``
+        """Scored copies of ``records`` (each with its per-question ``metrics``) and the run's
+        counters (``judge/*``, ``evaluator/*``; no aggregates: :func:`ragsweep.scoring.score_run`
+        aggregates, once); ``progress(step)`` is called as each of ``STEPS``
         ends. The judge server, if this evaluator starts one, is stopped before this returns,
         also on error."""
         if not self.enabled:

@@ -1,7 +1,7 @@
 """Score records claim by claim: extraction -> entailment checks -> RAGChecker, TRACe, RAGAS.
 
-    records, metrics = evaluate_records(records, extractor, checker, cache=cache,
-                                        trace=EntailmentTrace(), ragas=Ragas(...))
+    records, counters = evaluate_records(records, extractor, checker, cache=cache,
+                                         trace=EntailmentTrace(), ragas=Ragas(...))
 
 (the :class:`ragsweep.evaluator.core.Evaluator` builds those parts from its config; this module
 only runs them).
@@ -63,9 +63,10 @@ split into keyed sentences ``0a, 0b, ...``, response sentences ``a, b, ...``:
   then the same formulas. An unparsable answer is counted and gives NaN.
 - ``trace_mode="none"``: no TRACe.
 
-Aggregate metrics: every metric of the registry (:mod:`ragsweep.metrics`) of the families
-computed (``ragchecker`` always, ``trace`` unless ``trace`` is None, ``ragas`` with a RAGAS step),
-each the mean of its per-question values (NaN skipped); plus the counters::
+No aggregates here: each record carries its per-question values (``metrics``) and the registry
+aggregates them once, with intervals and counts, for a run, ``ragsweep-score`` and the
+meta-evaluation alike (:func:`ragsweep.scoring.score_run`). What is returned beside the records
+are the run's counters::
 
     judge/extractions, judge/checks         texts / pairs sent to the extractor / checker
     judge/cache_hits                        claims, labels, annotations, RAGAS outputs from the cache
@@ -74,8 +75,6 @@ each the mean of its per-question values (NaN skipped); plus the counters::
     judge/prompt_tokens, judge/completion_tokens
     judge/extraction_failures, judge/check_failures    claims / labels left missing
     evaluator/examples, evaluator/examples_with_gt
-
-Means skip NaN; a metric no example defines is NaN.
 """
 
 from __future__ import annotations
@@ -99,7 +98,7 @@ from ragsweep.evaluator.trace_steps import (  # noqa: F401 - re-exported
     _nan_if_none,
     claim_sentences,
 )
-from ragsweep.metrics import registry
+from ragsweep.records import response_of
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +124,7 @@ def _claims(recs: list[dict], extractor: Any, cache: Any, stats: Counter) -> Non
     texts, questions, where = [], [], []
     for i, rec in enumerate(recs):
         rec["response_claims"] = rec["gt_answer_claims"] = None
-        texts.append(str(rec.get("response") or ""))
+        texts.append(response_of(rec))
         questions.append(str(rec.get("query") or ""))
         where.append((i, "response_claims"))
         if rcm.has_gt(rec):
@@ -159,7 +158,7 @@ def _matrices(recs: list[dict], checker: Any, cache: Any, stats: Counter, memo: 
             if gt is not None:
                 slots["answer2response"] = add(resp, str(rec["gt_answer"]), "answer")
         if gt is not None:
-            slots["response2answer"] = add(gt, str(rec.get("response") or ""), "answer")
+            slots["response2answer"] = add(gt, response_of(rec), "answer")
             slots["retrieved2answer"] = [[add([c], ch)[0] for ch in chunks] for c in gt]
         plan.append(slots)
     if kinded(checker, "answer"):
@@ -187,7 +186,7 @@ def _ragas(recs: list[dict], ragas: Any, cache: Any, stats: Counter, checker: An
         chunks = _chunk_texts(rec)
         sentences = [s for doc in tr.key_sentences(chunks) for s in doc]
         claims = [claim_text(c) for c in rec["response_claims"]] if rec.get("response_claims") is not None else None
-        examples.append({"question": rec.get("query"), "response": rec.get("response"),
+        examples.append({"question": rec.get("query"), "response": response_of(rec),
                          "sentences": sentences, "supported": supported, "claims": claims, "chunks": chunks})
     # faithfulness: each statement against all chunks joined, as RAGAS does
     return ragas.score(examples, cache=cache, stats=stats, checker=checker)
@@ -256,8 +255,7 @@ def evaluate_records(
     for rec, trc, rg in zip(recs, traces, ragas_out):
         _record_metrics(rec, trc, rg)
 
-    families = ["ragchecker"] + ["trace"] * (trace is not None) + ["ragas"] * (ragas is not None)
-    out = registry.aggregate(recs, families)
+    out: dict[str, float] = {}  # counters only: the registry aggregates the per-question values, once
     for k in PIPELINE_COUNTERS:
         out[f"judge/{k}"] = float(stats.get(k, 0))
     for k in JUDGE_COUNTERS:

@@ -40,12 +40,19 @@ keys) under stage ``"ragas"`` after they parsed.
 
 from __future__ import annotations
 
-import math
-import re
 from collections import Counter
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+
+from ragsweep.evaluator.ragas_parse import (  # re-exported: the import paths of before the split
+    SENTENCE_KEYS_SCHEMA,
+    match_sentences,
+    parse_questions,
+    parse_sentence_keys,
+    questions_schema,
+)
+from ragsweep.records import response_of
 
 _NAN = float("nan")
 PROMPT_VERSION = 1
@@ -147,86 +154,6 @@ def _cosines(embedder: Any, anchor: str, others: Sequence[str]) -> np.ndarray:
     return vecs[1:] @ vecs[0]
 
 
-def questions_schema(n: int) -> dict[str, Any]:
-    return {
-        "title": "questions",
-        "type": "object",
-        "properties": {
-            "questions": {"type": "array", "items": {"type": "string"}, "minItems": n, "maxItems": n}
-        },
-        "required": ["questions"],
-    }
-
-
-SENTENCE_KEYS_SCHEMA: dict[str, Any] = {
-    "title": "sentence_keys",
-    "type": "object",
-    "properties": {"sentence_keys": {"type": "array", "items": {"type": "string"}}},
-    "required": ["sentence_keys"],
-}
-
-
-def parse_questions(text: str | None, n: int) -> list[str] | None:
-    from ragsweep.evaluator.judge import parse_json_object
-
-    obj = parse_json_object(text)
-    qs = obj.get("questions") if obj else None
-    if not isinstance(qs, list) or len(qs) != n or not all(isinstance(q, str) and q.strip() for q in qs):
-        return None
-    return [q.strip() for q in qs]
-
-
-def parse_sentence_keys(text: str | None) -> list[str] | None:
-    """The judge's items (keys, or sentence text where it wrote text), stripped; a bare
-    "Insufficient Information" (as a string) is an empty extraction."""
-    from ragsweep.evaluator.judge import parse_json_object
-
-    obj = parse_json_object(text)
-    keys = obj.get("sentence_keys") if obj else None
-    if isinstance(keys, str) and _norm_text(keys) == _INSUFFICIENT:
-        return []
-    if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
-        return None
-    return [k.strip() for k in keys if k.strip()]
-
-
-_NON_WORD = re.compile(r"[\W_]+", re.UNICODE)
-_INSUFFICIENT = "insufficient information"
-
-
-def _norm_text(text: str) -> str:
-    """Lower case, every run of punctuation / spaces one space, trimmed."""
-    return _NON_WORD.sub(" ", str(text).lower()).strip()
-
-
-def match_sentences(items: Sequence[str], sentences: Sequence[Sequence[str]]) -> tuple[list[str], list[str]]:
-    """The keyed context ``sentences`` that the judge's ``items`` name, and the items naming none.
-
-    An item is a key (``"0a"``, ``"0a."``) or a sentence's text: it names the sentence whose
-    normalised text equals it, else every sentence (of at least 3 words) whose normalised text
-    it contains (several sentences returned as one string). "Insufficient Information" names
-    nothing and is not unmatched. Keys come back in context order, once each."""
-    by_key = {str(k).strip().rstrip("."): k for k, _ in sentences}
-    normed = [(k, _norm_text(t)) for k, t in sentences]
-    picked: set[str] = set()
-    unmatched: list[str] = []
-    for item in items:
-        key = item.strip().rstrip(".")
-        if key in by_key:
-            picked.add(by_key[key])
-            continue
-        n = _norm_text(item)
-        if not n or n == _INSUFFICIENT:
-            continue
-        exact = [k for k, t in normed if t and t == n]
-        inside = exact or [k for k, t in normed if len(t.split()) >= 3 and f" {t} " in f" {n} "]
-        if inside:
-            picked.update(inside)
-        else:
-            unmatched.append(item)
-    return [k for k, _ in sentences if k in picked], unmatched
-
-
 class Ragas:
     """The three RAGAS metrics of many examples; LLM variants when ``judge`` is given."""
 
@@ -322,7 +249,7 @@ class Ragas:
                 out.append({"faithfulness": faithfulness(ex.get("supported"))})
         if self.judge is None:
             for ex, res in zip(examples, out):
-                q, a = str(ex.get("question") or ""), str(ex.get("response") or "")
+                q, a = str(ex.get("question") or ""), response_of(ex)
                 res["answer_relevance"] = float(_cosines(self.embedder, q, [a])[0]) if a.strip() else 0.0
                 sents = [t for _, t in ex.get("sentences") or []]
                 if sents:
@@ -336,7 +263,7 @@ class Ragas:
         # answer relevance: the judge writes n questions for each (non-empty) answer
         q_items, q_where = [], []
         for i, ex in enumerate(examples):
-            a = str(ex.get("response") or "")
+            a = response_of(ex)
             if not a.strip():
                 out[i]["answer_relevance"] = 0.0
                 out[i]["generated_questions"] = []
@@ -391,21 +318,11 @@ class Ragas:
         return out
 
 
-def aggregate(per_example: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """Mean of each metric over the examples where it is defined (NaN when none)."""
-    res = {}
-    for m in METRICS:
-        vals = [float(e[m]) for e in per_example if e.get(m) is not None and not math.isnan(float(e[m]))]
-        res[m] = sum(vals) / len(vals) if vals else _NAN
-    return res
-
-
 __all__ = [
     "ANSWER_RELEVANCE_PROMPT",
     "CONTEXT_RELEVANCE_PROMPT",
     "Embedder",
     "Ragas",
-    "aggregate",
     "faithfulness",
     "match_sentences",
 ]

@@ -41,13 +41,13 @@ Appendix B formulas are applied as written (every claim is "entailed by no chunk
 RAGChecker's code returns 0 for hallucination and self-knowledge.
 
 Every metric except ``faithfulness`` needs the ground truth: it is NaN (not 0) for a question
-without a ``gt_answer`` (missing, null or blank), and :func:`aggregate` skips NaN.
+without a ``gt_answer`` (missing, null or blank), and the aggregate (:func:`ragsweep.scoring.score_run`) skips NaN.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -219,42 +219,12 @@ def compute_example_metrics(record: Mapping[str, Any], *, scale: float = 100.0) 
     return out
 
 
-def _nanmean(values: Iterable[float]) -> float:
-    vals = [float(v) for v in values if v is not None and not math.isnan(float(v))]
-    return sum(vals) / len(vals) if vals else _NAN
-
-
-def aggregate(
-    example_metrics: Sequence[Mapping[str, float]], *, round_to: int | None = None
-) -> dict[str, dict[str, float]]:
-    """Average per-example metrics into RAGChecker's nested layout.
-
-    ``{"overall": {precision, recall, f1, n_response_claims}, "retriever": {claim_recall,
-    context_precision}, "generator": {context_utilization, noise_sensitivity_in_relevant,
-    noise_sensitivity_in_irrelevant, hallucination, self_knowledge, faithfulness}}``.
-
-    Each value is the mean over the examples where it is defined (NaN skipped; NaN when no example
-    defines it), on the scale of the inputs (0-100 from :func:`compute_example_metrics`).
-    ``round_to=1`` rounds like RAGChecker's ``evaluate``.
-    """
-    out: dict[str, dict[str, float]] = {}
-    for group, names in METRIC_GROUPS.items():
-        extra = (N_CLAIMS,) if group == "overall" else ()
-        out[group] = {}
-        for name in names + extra:
-            value = _nanmean(m.get(name, _NAN) for m in example_metrics)
-            if round_to is not None and not math.isnan(value):
-                value = round(value, round_to)
-            out[group][name] = value
-    return out
-
-
 def flatten(
     metrics: Mapping[str, Any], prefix: str = "ragchecker/", *, drop_nan: bool = False
 ) -> dict[str, float]:
     """Flat ``{name: value}`` for MLflow: nested groups are joined with ``/``.
 
-    ``flatten(aggregate(...))`` gives ``ragchecker/overall/precision``,
+    ``flatten(ragchecker_layout(...)[0])`` gives ``ragchecker/overall/precision``,
     ``ragchecker/generator/faithfulness``, ...; a flat per-example dict gives
     ``ragchecker/precision``. ``drop_nan`` leaves out undefined values.
     """

@@ -30,7 +30,6 @@ from ragsweep.errors import DataError
 from ragsweep.evaluator.ragchecker_metrics import (
     MATRIX_FIELDS,
     N_CLAIMS,
-    aggregate,
     compute_example_metrics,
     has_gt,
 )
@@ -178,7 +177,9 @@ def build_output(records: Sequence[Mapping[str, Any]], path: str | Path = "<reco
     """The RAGChecker output document for records that hold claims and matrices.
 
     Each result gets ``metrics`` (fractions, NaN -> null; ``n_response_claims`` a count) and the
-    document a top-level ``metrics`` (percentages rounded to one decimal, NaN -> null). A matrix
+    document a top-level ``metrics`` (percentages rounded to one decimal, NaN -> null), aggregated
+    by :func:`ragsweep.scoring.score_run` like a run's, with ``intervals`` beside it (the same
+    layout of ``{"ci_low", "ci_high", "n"}``: 95% bootstrap over questions). A matrix
     of the wrong shape or with an unknown label raises :class:`SchemaError` naming ``path``.
     """
     per_example = [_example_metrics(r, i, path) for i, r in enumerate(records)]
@@ -187,7 +188,10 @@ def build_output(records: Sequence[Mapping[str, Any]], path: str | Path = "<reco
         out = dict(rec)  # jsonable() below copies it
         out["metrics"] = {k: (v if k == N_CLAIMS else v / 100.0) for k, v in m.items()}
         results.append(out)
-    return jsonable({"results": results, "metrics": aggregate(per_example, round_to=1)})
+    from ragsweep.scoring import ragchecker_layout, score_run  # the one aggregation path
+
+    metrics, intervals = ragchecker_layout(score_run(results, ["ragchecker"]))
+    return jsonable({"results": results, "metrics": metrics, "intervals": intervals})
 
 
 def write_output(path: str | Path, document: Mapping[str, Any]) -> None:

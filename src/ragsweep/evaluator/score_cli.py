@@ -86,7 +86,7 @@ def _run_pipeline(records: list[dict], args: argparse.Namespace) -> list[dict]:
         evaluator = module.Evaluator(**evaluator_spec(args))
     except ValueError as e:
         raise RagsweepError(str(e)) from None
-    scored, _metrics = evaluator.evaluate(records)  # (records, aggregate metrics)
+    scored, _counters = evaluator.evaluate(records)  # (records with per-question values, counters)
     return list(scored)
 
 
@@ -114,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = " ".join(str(e).split())  # one line
         print(f"{PROG}: error: {message}", file=sys.stderr)
         return 2 if isinstance(e, SchemaError) else 1
-    print(json.dumps(document["metrics"], indent=2))
+    print(json.dumps({**document["metrics"], "intervals": document["intervals"]}, indent=2))
     return 0
 
 

@@ -271,23 +271,6 @@ def adherence_rate(
     return _ratio(sum(s for s, ok in zip(sizes, supported) if ok), sum(sizes))
 
 
-def aggregate_trace(examples: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """Mean relevance, utilization, completeness and adherence (share of adherent examples) over
-    examples, NaN and None skipped. Each input is a :func:`trace_scores` result, optionally with
-    an ``"adherence"`` bool."""
-
-    def mean(name: str) -> float:
-        vals = []
-        for e in examples:
-            v = e.get(name)
-            if v is None or (isinstance(v, float) and math.isnan(v)):
-                continue
-            vals.append(float(v))
-        return sum(vals) / len(vals) if vals else _NAN
-
-    return {m: mean(m) for m in ("relevance", "utilization", "completeness", "adherence")}
-
-
 # --- reproduction of RAGBench's shipped scores (docs/metrics.md) -------------------------------
 
 SUBSETS = ("covidqa", "delucionqa", "emanual", "expertqa", "hagrid", "hotpotqa", "msmarco")

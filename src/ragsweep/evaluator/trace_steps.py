@@ -25,6 +25,7 @@ from ragsweep.evaluator.checking import check_cached
 from ragsweep.evaluator.claims import claim_text
 from ragsweep.evaluator.labels import ENTAILMENT
 from ragsweep.text import content_words, sentence_spans
+from ragsweep.records import response_of
 
 TRACE_MODES = ("entailment", "annotator", "none")
 #: how trace_mode="entailment" finds relevant / utilized context sentences
@@ -122,7 +123,7 @@ def _trace_entailment(recs: list[dict], checker: Any, cache: Any, stats: Counter
     for rec in recs:
         keyed = tr.key_sentences(_chunk_texts(rec))
         question = str(rec.get("query") or "")  # shown by a checker whose prompt has it
-        resp_sents = tr.key_response(str(rec.get("response") or ""))
+        resp_sents = tr.key_response(response_of(rec))
         plan = {"keyed": keyed, "resp_sents": resp_sents, "util": [], "rel": [],
                 "util_known": True, "rel_known": rcm.has_gt(rec), "cover": {}}
         for role, claims_field, matrix_field in (
@@ -192,7 +193,7 @@ def _trace_entailment(recs: list[dict], checker: Any, cache: Any, stats: Counter
             claim_flags, sentence_flags, adherent = None, None, None
         else:
             claim_flags = [_flag(row) for row in r2r]
-            owner = claim_sentences(str(rec.get("response") or ""), claims)
+            owner = claim_sentences(response_of(rec), claims)
             sentence_flags = []
             for k in range(len(plan["resp_sents"])):
                 sentence_flags.append(tr.adherence(f for f, o in zip(claim_flags, owner) if o == k))
@@ -228,7 +229,7 @@ def _trace_annotator(recs: list[dict], annotator: Any, cache: Any, stats: Counte
     examples = []
     for rec in recs:
         keyed = tr.key_sentences(_chunk_texts(rec))
-        resp_sents = tr.key_response(str(rec.get("response") or ""))
+        resp_sents = tr.key_response(response_of(rec))
         examples.append((keyed, str(rec.get("query") or ""), resp_sents))
     if cache is not None:
         aid = annotator.cache_id

@@ -33,9 +33,8 @@ import threading
 import time
 import weakref
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Mapping, Sequence
-from urllib.parse import urlsplit
 
 from ragsweep.cache import Cache, afetch
 from ragsweep.generator.requests import (  # re-exported: the import paths of before the split
@@ -51,6 +50,7 @@ from ragsweep.generator.requests import (  # re-exported: the import paths of be
     parse_retry_after,
     response_format_for,
 )
+from ragsweep.generator.transport import _is_loopback, _LoopState, _openai, server_seconds
 
 __all__ = [
     "STRUCTURED_MODES",
@@ -64,23 +64,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-
-def _openai():  # noqa: ANN202 - the openai package takes seconds to import: only when calling
-    import openai
-
-    return openai
-
-
-def _is_loopback(base_url: str) -> bool:
-    host = (urlsplit(base_url).hostname or "").lower()
-    return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
-
-
-@dataclass
-class _LoopState:
-    client: Any  # an openai.AsyncOpenAI (imported lazily)
-    semaphore: asyncio.Semaphore
 
 
 # --------------------------------------------------------------------------------------------
@@ -223,7 +206,9 @@ class ChatClient:
         self._count(calls=1)
         try:
             async with st.semaphore:
+                sent, t_sent = time.time(), time.perf_counter()  # this request's own start, not the batch's
                 resp = await asyncio.wait_for(st.client.chat.completions.create(**kwargs), self.timeout_s)
+                took = time.perf_counter() - t_sent
         except (asyncio.TimeoutError, _openai().APITimeoutError):
             raise _Retryable(f"timed out after {self.timeout_s:g}s")
         except _openai().APIConnectionError as exc:
@@ -258,7 +243,8 @@ class ChatClient:
         usage = getattr(resp, "usage", None)
         pt = int(getattr(usage, "prompt_tokens", 0) or 0) if usage else 0
         ct = int(getattr(usage, "completion_tokens", 0) or 0) if usage else 0
-        return ChatResult(text=text, prompt_tokens=pt, completion_tokens=ct, finish_reason=finish)
+        return ChatResult(text=text, prompt_tokens=pt, completion_tokens=ct, finish_reason=finish,
+                          started_at=sent, request_s=took, server_s=server_seconds(resp))
 
     def _backoff(self, key: str, retry: int, retry_after: float | None) -> float:
         if retry_after is not None:

@@ -100,6 +100,12 @@ class ChatResult:
     error: str | None = None
     seconds: float = 0.0
     finish_reason: str | None = None
+    # this request's own timing (a question's trace): when the attempt that answered was sent (unix
+    # seconds, after waiting for a free slot in the client), its round trip, and the server's own
+    # processing time where the server reports it (llama.cpp's ``timings``); None when unknown
+    started_at: float | None = None
+    request_s: float | None = None
+    server_s: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -114,6 +120,8 @@ class ChatResult:
             seconds=value.get("seconds", 0.0),
             finish_reason=value.get("finish_reason"),
             cached=True,
+            request_s=value.get("request_s"),
+            server_s=value.get("server_s"),
         )
 
     def to_cache(self) -> dict[str, Any] | None:
@@ -126,6 +134,8 @@ class ChatResult:
             "completion_tokens": self.completion_tokens,
             "seconds": self.seconds,
             "finish_reason": self.finish_reason,
+            "request_s": self.request_s,
+            "server_s": self.server_s,
         }
 
 

@@ -83,15 +83,18 @@ def cmd_sample(args: argparse.Namespace) -> int:
                                             "requested": {"n": args.n, "width": args.width}})
     out = Path(args.out or f"labels_{runs.experiment}.csv")
     kinds = L.label_kinds()
-    by_q = {rid: {str(r.get("query_id")): r for r in (recs or [])} for rid, recs in records.items()}
+    from ragsweep.records import as_record
+
+    by_q = {rid: {str(r.get("query_id")): as_record(r) for r in (recs or [])} for rid, recs in records.items()}
     with out.open("w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
         w.writerow([*L.FILE_COLUMNS, "question", "ground_truth", "response"])
         for r in runs.children:
             for q in sample:
-                rec = by_q.get(r.info.run_id, {}).get(q, {})
+                rec = by_q.get(r.info.run_id, {}).get(q)
+                shown = (rec.query, rec.gt_answer or "", rec.response) if rec is not None else ("", "", "")
                 for name in kinds:
-                    w.writerow([r.info.run_name, q, name, "", "", rec.get("query", ""), rec.get("gt_answer", ""), rec.get("response", "")])
+                    w.writerow([r.info.run_name, q, name, "", "", *shown])
     print(f"{runs.experiment}: drew {len(sample)} of the {len(qids)} questions every system answered (seed {args.seed})"
           + (f", for a 95% interval of width about {args.width}" if args.n is None else ""))
     if len(sample) < ppi.MIN_LABELS:

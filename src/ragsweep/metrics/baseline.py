@@ -32,6 +32,7 @@ from typing import Any, Mapping, Sequence
 
 from ragsweep.metrics.registry import Metric, register
 from ragsweep.text import content_words
+from ragsweep.records import response_of
 
 _NAN = float("nan")
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -116,7 +117,7 @@ def _vs_gt(fn: Any) -> Any:
         gt = _gt(record)
         if failed(record) or gt is None:
             return _NAN
-        return fn(str(record.get("response") or ""), gt)
+        return fn(response_of(record), gt)
 
     value.__name__ = f"baseline_{fn.__name__}"
     return value
@@ -127,7 +128,7 @@ def _context_overlap(record: dict[str, Any]) -> float:
         return _NAN
     ctx = record.get("retrieved_context") or []
     texts = [c.get("text", "") if isinstance(c, Mapping) else str(c) for c in ctx]
-    return context_overlap(str(record.get("response") or ""), texts)
+    return context_overlap(response_of(record), texts)
 
 
 register(Metric(

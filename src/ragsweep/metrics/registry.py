@@ -18,7 +18,7 @@ import importlib
 import math
 import pkgutil
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator
 
 PerQuestion = Callable[[dict[str, Any]], float]
 
@@ -102,12 +102,11 @@ def mean(vals: Iterable[float]) -> float:
     return sum(kept) / len(kept) if kept else float("nan")
 
 
-def aggregate(records: Sequence[dict[str, Any]], families: Iterable[str]) -> dict[str, float]:
-    """The aggregate of every registered metric of ``families`` that has a per-question function:
-    the mean of its per-question values over ``records`` (NaN skipped; NaN when none)."""
-    wanted = set(families)
-    return {m.name: mean(values(m, records)) for m in all_metrics()
-            if m.family in wanted and m.per_question is not None}
+def families_in(records: Iterable[dict[str, Any]]) -> set[str]:
+    """The families of the registered metrics that ``records`` carry per question (``metrics``;
+    RAGChecker's own values keep RAGChecker's names there: ``precision``, not ``ragchecker/...``)."""
+    names = {str(k) for r in records for k in (r.get("metrics") or {})}
+    return {m.family for m in all_metrics() if m.name in names or (m.family == "ragchecker" and m.short in names)}
 
 
 # -- human counterparts (issue 25): what a person can label, and which judge metric it corrects ----

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ragsweep.tracking.traces import claims_view, failure_of
+from ragsweep.records import response_of
 
 log = logging.getLogger(__name__)
 
@@ -240,7 +241,7 @@ def render(a: Side, b: Side, metric: str) -> str:
             f = failure_of(r)
             fail = f'<p class="badge">failed ({_e(f["stage"])}): {_e(f["reason"])}</p>' if f else ""
             return (f'<div class="col"><h3>{tag}: {_e(side.name)} — {_e(metric.rsplit("/", 1)[-1])} '
-                    f'{_fmt(metric_value(r, metric))}</h3>{fail}<div class="response">{_e(r.get("response"))}</div>'
+                    f'{_fmt(metric_value(r, metric))}</h3>{fail}<div class="response">{_e(response_of(r))}</div>'
                     f'{_claims_html(r)}{_gt_claims_html(r)}<h3>retrieved chunks</h3>{_chunks_html(r, other)}</div>')
 
         blocks.append(

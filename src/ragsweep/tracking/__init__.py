@@ -25,7 +25,8 @@ from ragsweep.tracking.runs import (
     read_json_artifact,
     resolve_tracking_uri,
 )
-from ragsweep.tracking.tracker import MAX_PARAM_LEN, Tracker, _create_sqlite_store, check_store, finite, metric_name
+from ragsweep.tracking.cli import check_store
+from ragsweep.tracking.tracker import MAX_PARAM_LEN, Tracker, _create_sqlite_store, finite, metric_name
 
 __all__ = [
     "DEFAULT_TRACKING_URI", "MAX_PARAM_LEN", "SHORT_PARAMS", "SYSTEM_KEY_TAG", "SweepRuns", "Tracker", "TrackingError",

@@ -7,7 +7,6 @@ logged; any exception (or Ctrl-C) ends it FAILED (KILLED for a signal), never FI
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import math
@@ -18,7 +17,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ragsweep.errors import RagsweepError
+from ragsweep.tracking.spool import (  # re-exported: the import paths of before the split
+    DEFAULT_RETRY_S,
+    RETRY_ENV,
+    SPOOL_ENV,
+    Spool,
+    TrackingUnavailable,
+    default_spool_dir,
+    transient,
+)
+from ragsweep.tracking.store import _create_sqlite_store, _local_path  # noqa: F401 - re-exported
 
 log = logging.getLogger(__name__)
 
@@ -29,149 +37,6 @@ MAX_PARAM_LEN = 6000
 def metric_name(name: str) -> str:
     """MLflow accepts letters, digits, ``_ - . space / :``; ``recall@4`` becomes ``recall_at_4``."""
     return _BAD_CHARS.sub("_", name.replace("@", "_at_"))
-
-
-def _local_path(uri_or_path: str) -> Path | None:
-    if uri_or_path.startswith("sqlite:///"):
-        return Path(uri_or_path[len("sqlite:///") :])
-    return None
-
-
-def _create_sqlite_store(db: Path, artifact_root: str) -> None:
-    """Create a new MLflow sqlite store in a temporary file and link it into place.
-
-    MLflow builds a new database by running its migrations in place, which takes seconds; a
-    process killed meanwhile (a SIGKILLed sweep) left a half-made store on which every later run
-    failed ("table _alembic_tmp_metrics already exists"). ``os.link`` publishes the finished file
-    only if no other process (a parallel job) published one first.
-    """
-    if db.exists():
-        return
-    import uuid
-
-    for stale in db.parent.glob(f".{db.name}.*.tmp*"):  # left by a process killed while creating
-        pid = stale.name[len(db.name) + 2 :].split("-", 1)[0]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            stale.unlink(missing_ok=True)
-
-    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
-
-    tmp = db.with_name(f".{db.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        store = SqlAlchemyStore(f"sqlite:///{tmp}", Path(artifact_root).resolve().as_uri() if "://" not in artifact_root else artifact_root)
-        store.engine.dispose()
-        try:
-            os.link(tmp, db)
-        except FileExistsError:
-            pass  # a parallel job was first: use its store
-    finally:
-        for p in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm"), Path(f"{tmp}-journal")):
-            p.unlink(missing_ok=True)
-
-
-RETRY_ENV = "RAGSWEEP_MLFLOW_RETRY_S"  # how long one MLflow call is retried before it is spooled
-SPOOL_ENV = "RAGSWEEP_SPOOL_DIR"  # where what could not be sent waits (default: beside the store)
-DEFAULT_RETRY_S = 30.0
-_TRANSIENT = re.compile(
-    r"Max retries exceeded|Connection ?(refused|reset|aborted|error)|Failed to establish|timed? ?out|"
-    r"database is locked|Temporarily Unavailable|Service Unavailable|Bad Gateway|RemoteDisconnected|"
-    r"API request to .* failed|status code 50[0234]",
-    re.IGNORECASE,
-)
-
-
-class TrackingUnavailable(RagsweepError):
-    """The tracking server cannot be reached (after retries) where a run cannot go on without it."""
-
-
-def transient(exc: BaseException) -> bool:
-    """A failure that may pass when the server is back (refused connection, timeout, 5xx, lock)."""
-    if isinstance(exc, (ConnectionError, TimeoutError)):
-        return True
-    return bool(_TRANSIENT.search(f"{type(exc).__name__}: {exc}"))
-
-
-def default_spool_dir(tracking_uri: str) -> Path:
-    """``$RAGSWEEP_SPOOL_DIR/<uri hash>``, else ``.ragsweep_spool`` beside a sqlite store, else
-    ``./.ragsweep_spool/<uri hash>``."""
-    import hashlib
-
-    tag = hashlib.sha1(tracking_uri.encode()).hexdigest()[:12]
-    if os.environ.get(SPOOL_ENV):
-        return Path(os.environ[SPOOL_ENV]) / tag
-    db = _local_path(tracking_uri)
-    if db is not None:
-        return db.parent / ".ragsweep_spool"
-    return Path(".ragsweep_spool") / tag
-
-
-class Spool:
-    """Operations on runs that could not be sent, one JSON file each, replayed in order.
-
-    ``<root>/<run_id>/<time_ns>-<pid>-<op>.json`` (files to upload under ``<root>/<run_id>/files/``);
-    a replay holds ``<root>/.lock`` so two processes never send the same operation twice, and
-    deletes each file once MLflow accepted it.
-    """
-
-    def __init__(self, root: Path):
-        self.root = Path(root)
-
-    def put(self, run_id: str, op: str, payload: dict[str, Any], files: dict[str, Path] | None = None) -> Path:
-        import shutil
-
-        d = self.root / run_id
-        stem = f"{time.time_ns():020d}-{os.getpid()}-{op}"
-        kept = {}
-        for key, src in (files or {}).items():
-            dst = d / "files" / stem / Path(src).name
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, dst)
-            kept[key] = str(dst)
-        d.mkdir(parents=True, exist_ok=True)
-        path = d / f"{stem}.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"op": op, "run_id": run_id, **payload, "files": kept}, default=str), encoding="utf-8")
-        os.replace(tmp, path)  # a reader never sees half an operation
-        return path
-
-    def pending(self) -> list[Path]:
-        if not self.root.is_dir():
-            return []
-        return sorted(self.root.glob("*/*.json"), key=lambda p: p.name)
-
-    def runs(self) -> set[str]:
-        return {p.parent.name for p in self.pending()}
-
-    @contextlib.contextmanager
-    def locked(self, wait: float = 0.0):
-        """Yield True holding the spool's lock (False when another process holds it past ``wait``)."""
-        import fcntl
-
-        self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.root / ".lock", "a+") as fh:
-            deadline = time.monotonic() + wait
-            while True:
-                try:
-                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except OSError:
-                    if time.monotonic() >= deadline:
-                        yield False
-                        return
-                    time.sleep(0.2)
-            try:
-                yield True
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
-
-    def done(self, path: Path) -> None:
-        import shutil
-
-        shutil.rmtree(path.parent / "files" / path.stem, ignore_errors=True)
-        path.unlink(missing_ok=True)
-        d = path.parent
-        if not any(d.glob("*.json")):
-            shutil.rmtree(d, ignore_errors=True)
 
 
 class Tracker:
@@ -190,6 +55,7 @@ class Tracker:
                  spool_dir: str | os.PathLike | None = None, retry_s: float | None = None):
         self.enabled = enabled
         self.run_id: str | None = None
+        self.run_name: str | None = None
         self.experiment_id: str | None = None
         self.spooled = 0
         if not enabled:
@@ -220,7 +86,7 @@ class Tracker:
         from mlflow.tracking import MlflowClient
 
         self = cls.__new__(cls)
-        self.enabled, self.run_id, self.experiment_id, self.spooled = True, None, None, 0
+        self.enabled, self.run_id, self.run_name, self.experiment_id, self.spooled = True, None, None, None, 0
         self.tracking_uri, self.retry_s, self.spool = tracking_uri, retry_s, Spool(Path(spool_dir))
         self.client = MlflowClient(tracking_uri=tracking_uri)
         return self
@@ -331,7 +197,8 @@ class Tracker:
             self.experiment_id = op["experiment_id"]
             try:
                 # the op stays until every trace is in: a resend skips those already sent
-                res = send_traces(self, records, judge=op.get("judge") or "", run_id=run_id, skip_logged=True, spool=False)
+                res = send_traces(self, records, judge=op.get("judge") or "", run_id=run_id, skip_logged=True, spool=False,
+                                  system=op.get("system"))
             finally:
                 self.experiment_id = prev
             if res["errors"]:
@@ -341,14 +208,15 @@ class Tracker:
         else:
             raise ValueError(f"unknown spooled operation {kind!r}")
 
-    def spool_traces(self, run_id: str, records: list[dict[str, Any]], judge: str) -> Path:
+    def spool_traces(self, run_id: str, records: list[dict[str, Any]], judge: str, system: str | None = None) -> Path:
         """Keep ``records`` in the spool to be sent as traces of ``run_id`` (see :mod:`.traces`)."""
         from ragsweep.evaluator.schema import jsonable
 
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "records.json"
             path.write_text(json.dumps(jsonable(records), ensure_ascii=False, allow_nan=False), encoding="utf-8")
-            return self.spool.put(run_id, "traces", {"judge": judge, "experiment_id": self.experiment_id}, {"records": path})
+            return self.spool.put(run_id, "traces", {"judge": judge, "experiment_id": self.experiment_id, "system": system},
+                                  {"records": path})
 
     def send_spool_in_background(self) -> int | None:
         """Start a detached process that sends the spool, unless this tracker's is still running
@@ -366,7 +234,7 @@ class Tracker:
         self.spool.root.mkdir(parents=True, exist_ok=True)
         with open(self.spool.root / "sender.log", "ab") as err:
             self._sender = subprocess.Popen(
-                [sys.executable, "-c", "import sys; from ragsweep.tracking.tracker import main; sys.exit(main())", "replay",
+                [sys.executable, "-c", "import sys; from ragsweep.tracking.cli import main; sys.exit(main())", "replay",
                  self.tracking_uri, str(self.spool.root)],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env, start_new_session=True,
             )
@@ -401,6 +269,7 @@ class Tracker:
             tags["mlflow.parentRunId"] = parent_run_id
         run = self._call("create a run", self.client.create_run, self.experiment_id, run_name=run_name, tags=tags)
         self.run_id = run.info.run_id
+        self.run_name = run.info.run_name  # the system's name: a tag on each of its traces
         return self.run_id
 
     def reopen(self, run_id: str) -> str:
@@ -510,44 +379,8 @@ class Tracker:
                        self.client.log_artifact, self.run_id, str(path), artifact_path, files={"file": Path(path)})
 
 
-def check_store(tracking_uri: str, artifact_location: str) -> str:
-    """Log a run with a metric and an artifact to the store, then delete it; returns where the
-    artifacts went. Raises what MLflow raises when the store cannot be written."""
-    tracker = Tracker(tracking_uri, artifact_location, "ragsweep-doctor")
-    tracker.start("doctor-check")
-    try:
-        tracker.log_metrics({"doctor/ok": 1.0})
-        tracker.log_text("ragsweep-doctor wrote this and deleted its run\n", "doctor.txt")
-        where = tracker.client.get_run(tracker.run_id).info.artifact_uri
-    finally:
-        tracker.end("FINISHED")
-        tracker.client.delete_run(tracker.run_id)
-    return where
-
-
 def finite(x: Any) -> bool:
     try:
         return math.isfinite(float(x))
     except (TypeError, ValueError):
         return False
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m ragsweep.tracking.tracker replay TRACKING_URI SPOOL_DIR``: send a spool (the
-    background sender a run starts for its traces); exit 0 when nothing is left."""
-    import sys
-
-    args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 3 or args[0] != "replay":
-        print("usage: python -m ragsweep.tracking.tracker replay TRACKING_URI SPOOL_DIR", file=sys.stderr)
-        return 2
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
-    for name in ("mlflow", "alembic", "urllib3"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-    tracker = Tracker.for_replay(args[1], args[2])
-    res = tracker.replay(wait=600.0)
-    return 0 if not res["left"] else 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,0 +1,110 @@
+"""judge_agreement's shared pieces: the protocol's constants (grids, targets, bootstrap size), the
+features of (claim, context) pairs, paired bootstrap and AUROC, the shipped heads and the default
+extractor's claims. Tests patch ``B_BOOT`` and ``fit_head`` here (the suites read them from here)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from experiments.meta_eval.heads import FULL_FEATURES, LEX_FEATURES, fit_head, predict  # noqa: E402,F401 - fit_head: patched by tests
+
+FEATS = {"full": FULL_FEATURES, "lexical": LEX_FEATURES}
+GRID = [round(float(t), 2) for t in np.arange(0.2, 0.81, 0.05)]
+TAUS = [0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7]
+SHIPPED_ANSWER_THRESHOLD = 0.30
+TARGETS = {"ragchecker_human": 57.0, "wice": 0.85, "ragbench": 0.75}
+CAP = 0.05  # ragsweep.evaluator.offline.CONTRADICTION_CAP
+
+
+B_BOOT = 1000
+
+
+def paired_boot(stat: Any, groups: dict[str, np.ndarray], b: int | None = None, seed: int = 0) -> tuple[float, float, float]:
+    """Difference ``stat(idx)`` on the full data and its 95% percentile interval when the units of
+    each group (domain / subset / all) are resampled with replacement; ``stat(idx_by_group)``
+    returns ``a - b`` of two scorers on the same resample (paired)."""
+    rng = np.random.default_rng(seed)
+    b = B_BOOT if b is None else b
+    full = stat({g: np.arange(n) for g, n in ((g, len(v)) for g, v in groups.items())})
+    vals = []
+    for _ in range(b):
+        v = stat({g: rng.integers(0, len(u), len(u)) for g, u in groups.items()})
+        if v == v:
+            vals.append(v)
+    lo, hi = (np.percentile(vals, [2.5, 97.5]) if vals else (float("nan"), float("nan")))
+    return float(full), float(lo), float(hi)
+
+
+def fast_auroc(y: np.ndarray, s: np.ndarray) -> float:
+    """AUROC by the rank-sum (Mann-Whitney) formula, ties as half: equal to ``C.auroc``, faster for bootstraps."""
+    from scipy.stats import rankdata
+
+    y = np.asarray(y, dtype=int)
+    n1 = int(y.sum())
+    n0 = len(y) - n1
+    if n1 == 0 or n0 == 0:
+        return float("nan")
+    r = rankdata(s)
+    return float((r[y == 1].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
+
+
+# -- features, cached on disk (the embeddings are cached by the checker itself) -----------------------
+class Feats:
+    """X plus the two overrides the checker applies (no content word -> 0, contradiction -> cap)."""
+
+    def __init__(self, X: np.ndarray, empty: np.ndarray, contra: np.ndarray):
+        self.X, self.empty, self.contra = X, empty.astype(bool), contra.astype(bool)
+
+    def probs(self, head: dict[str, Any]) -> np.ndarray:
+        p = predict(head, self.X) if len(self.X) else np.zeros(0)
+        p = np.where(self.contra, np.minimum(p, CAP), p)
+        return np.where(self.empty, 0.0, p)
+
+    def labels(self, head: dict[str, Any], thr: float) -> np.ndarray:
+        """1.0 for Entailment (P >= thr and no contradiction), as ``OfflineChecker.check_pairs``."""
+        return ((self.probs(head) >= thr) & ~self.contra).astype(float)
+
+
+def features(checker: Any, pairs: list[tuple[str, str]], cache: Any, fdir: Path | None) -> Feats:
+    key = hashlib.sha256(json.dumps([checker.config.model, checker.config.window, checker.config.top_k_sentences,
+                                     pairs]).encode()).hexdigest()[:24]
+    path = fdir / f"feats_{key}.npz" if fdir else None
+    if path and path.is_file():
+        z = np.load(path)
+        return Feats(z["X"], z["empty"], z["contra"])
+    if pairs:
+        X, det = checker.features(pairs, cache)
+    else:
+        X, det = np.zeros((0, len(FULL_FEATURES) + 1)), []
+    f = Feats(X, np.array([d["empty"] for d in det], bool), np.array([d["contradiction"] for d in det], bool))
+    if path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(path, X=f.X, empty=f.empty, contra=f.contra)
+    return f
+
+
+def shipped_heads() -> dict[str, Any]:
+    from ragsweep.evaluator.offline import PARAMS_PATH
+
+    return json.loads(PARAMS_PATH.read_text())["models"]
+
+
+# -- RAGBench ----------------------------------------------------------------------------------
+def default_extractor_claims() -> Any:
+    """``(text, question) -> claims`` of the default evaluator's extractor as configured
+    (``conf/evaluator/extractor/offline.yaml``): the "clause claims" the shipped judge logs, so the
+    measurement follows any change to that extractor (e.g. short answers read with the question)."""
+    from ragsweep.evaluator import components
+
+    ex = components.build("extractor", components.group_spec("extractor", "offline"))
+    return lambda text, q: [c if isinstance(c, str) else " ".join(map(str, c)) for c in ex.extract(text, q)]
