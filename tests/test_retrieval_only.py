@@ -191,3 +191,29 @@ def test_scifact_bench_prints_the_pipelines_retrieval_metrics_with_intervals(tmp
         assert row["recall@100"] == 1.0  # 4 abstracts, k = 100: every relevant one is retrieved
     printed = capsys.readouterr().out
     assert "nDCG@10" in printed and "R@100" in printed and "bm25" in printed
+
+
+# -- the retrieval-only top-k diagnosis against its expected results (reduced form) ------------------
+@pytest.mark.slow  # a real 4-system sweep on 5 questions with the lexical checker: ~20 s on 2 cores
+def test_retrieval_only_topk_sweep_matches_its_expected_results(tmp_path):
+    import os
+    import subprocess
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    env = {**os.environ, "RAGSWEEP_CACHE_DIR": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1", "RAGSWEEP_MLFLOW_TRACES": "sync", "RAGSWEEP_STATE_DIR": str(tmp_path / "state")}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    sweep = subprocess.run(
+        [sys.executable, "-m", "ragsweep.cli", "-q", "-m", "+experiment=ragchecker_topk_retrieval", "dataset.limit=5",
+         "retriever.top_k=5,20", "evaluator.checker.model=none", "evaluator.ragas=false", f"mlflow.tracking_uri={uri}",
+         f"mlflow.artifact_location={tmp_path / 'art'}", f"hydra.sweep.dir={tmp_path / 'multirun'}"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert sweep.returncode == 0, sweep.stderr[-3000:]
+    check = subprocess.run(
+        [sys.executable, "-m", "ragsweep.report", "--experiment", "ragchecker_topk_retrieval", "--tracking-uri", uri,
+         "--out", str(tmp_path / "report"), "--check"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert check.returncode == 0, check.stdout[-2000:] + check.stderr[-2000:]
+    directions = (tmp_path / "report" / "directions.md").read_text()
+    assert "retrieval-only: 4 of 4 run(s)" in directions  # 2 BM25 systems + their 2 oracle ceilings
+    bounds = (tmp_path / "report" / "bounds.md").read_text()
+    assert "retriever=oracle" in bounds and "share of headroom" in bounds
