@@ -80,6 +80,21 @@ def test_generator_none_retrieves_and_judges_retrieval_only(compose_cfg, tmp_pat
         assert name not in led["not_applicable"] and led["metrics"][name]["scored"] == 4
 
 
+@pytest.mark.slow  # two pipeline runs
+def test_a_sweep_over_k_checks_the_chunks_two_points_share_once(compose_cfg, tmp_path, spy_checks):
+    from ragsweep.pipeline import run_system
+
+    seed_mlflow(tmp_path)
+    base = [*tiny_dataset(tmp_path), *stores(tmp_path), *JUDGE, "generator=none"]
+    k2 = run_system(compose_cfg(*base, "retriever.top_k=2"))
+    first = list(spy_checks)
+    spy_checks.clear()
+    k3 = run_system(compose_cfg(*base, "retriever.top_k=3"))
+    assert first and spy_checks and not set(first) & set(spy_checks)  # only the third chunk's pairs are new
+    assert k3["judge/checks"] == len(set(spy_checks)) and k3["judge/cache_hits"] >= len(set(first))
+    assert k2["judge/checks"] == len(set(first))
+
+
 @pytest.mark.slow  # two pipeline runs, one against the fake OpenAI server
 def test_a_full_run_after_a_retrieval_only_run_rejudges_none_of_its_claims(compose_cfg, tmp_path, monkeypatch, spy_checks):
     from ragsweep.pipeline import run_system
