@@ -161,7 +161,9 @@ def test_bounds_leave_the_frame_and_show_the_share_of_headroom():
     df = pd.DataFrame([row("bm25", "d", 5, 60.0, 30.0), row("bm25", "d", 20, 80.0, 35.0),
                        row("oracle", "d", 5, 90.0, 50.0), row("oracle", "d", 20, 95.0, 50.0),
                        row("bm25", "no_context", 5, 0.0, 10.0)])
-    systems, b = bounds.split(df)
+    kept, _ = bounds.split(df)  # undeclared: a closed-book run is a system (RAGBench's case study compares it)
+    assert list(kept["run_id"]) == ["bm25d5", "bm25d20", "bm25no_context5"]
+    systems, b = bounds.split(df, {"bounds": ["floor"]})
     assert list(systems["run_id"]) == ["bm25d5", "bm25d20"]  # the verdicts never see a bound run
     assert len(b.ceiling) == 2 and len(b.floor) == 1
     found = {(r["system"], r["metric"]): r for r in bounds.rows(systems, b, ["top_k"], [M, F])}

@@ -9,7 +9,7 @@ BERGEN and FlashRAG).
   retriever-side metrics' floor is 0 (no chunk retrieved).
 
 A sweep gets them by listing the bound as one more option of its grid (``retriever: bm25,oracle``
-or ``prompt: ...,no_context``). :func:`split` takes those runs out of the frame before the table
+or ``prompt: ...,no_context`` with ``sweep.bounds: [floor]``). :func:`split` takes those runs out of the frame before the table
 and the verdicts (the verdict rules never see them) and :func:`markdown` writes, per system and
 metric, the system's mean [95% interval] (n), the floor and ceiling the same way, and the share of
 the headroom it reaches, ``(system - floor) / (ceiling - floor)``, a point value from the three
@@ -57,10 +57,20 @@ def _is(df: Any, param: str, value: str) -> Any:
     return df[param].map(lambda v: str(v) == value).to_numpy(dtype=bool)
 
 
-def split(df: Any) -> tuple[Any, Bounds]:
-    """(the systems, the bound runs): oracle-retriever and closed-book runs leave the frame."""
+def declared(spec: Any) -> tuple[bool, bool]:
+    """Which bounds the sweep declares (``sweep.bounds: [floor, ceiling]``): the oracle is always a
+    ceiling (it reads the labels: never a system); a closed-book run is the floor only where the
+    sweep says so, since a sweep may compare ``prompt=no_context`` as a system (RAGBench's case study)."""
+    listed = spec.get("bounds") if hasattr(spec, "get") else None
+    return "floor" in {str(b) for b in (listed or [])}, True
+
+
+def split(df: Any, spec: Any = None) -> tuple[Any, Bounds]:
+    """(the systems, the bound runs): oracle-retriever runs, and closed-book runs where the sweep
+    declares the floor (``sweep.bounds: [floor]``), leave the frame."""
+    want_floor, _ = declared(spec)
     ceil = _is(df, *CEILING)
-    floor = _is(df, *FLOOR) & ~ceil
+    floor = (_is(df, *FLOOR) & ~ceil) if want_floor else (ceil & ~ceil)
     systems = df[~(ceil | floor)].copy()
     systems.attrs.update(df.attrs)
     return systems, Bounds(ceiling=df[ceil].copy(), floor=df[floor].copy())

@@ -128,8 +128,8 @@ def build_report(tracking_uri: str | None, experiment: str | None, run_id: str |
     df = runs_frame(runs.children, declared_order(logged if isinstance(logged, dict) else {}, pp.get("overrides"), sweeper))
     from ragsweep.report import bounds
 
-    df, bound_runs = bounds.split(df)  # oracle / closed-book runs: shown as floor and ceiling, never as systems
 
+    df, bound_runs = bounds.split(df, spec)  # oracle / declared closed-book runs: floor and ceiling, never systems
     layout = str(spec.get("layout") or infer_layout(df))
     if layout not in LAYOUTS:
         raise ReportError(f"sweep.layout '{layout}' unknown; valid: {', '.join(LAYOUTS)}")
