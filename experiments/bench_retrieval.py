@@ -13,16 +13,17 @@ Passages of answerable and unanswerable questions together form the corpus (as i
 ClapNQ setup); questions are the first N answerable ones. Chunked with TokenChunker defaults
 (300 tokens, 20% overlap, minilm tokenizer).
 
-SciFact (BEIR format, read from a path; CC BY-NC, not shipped) with the rerankers:
+SciFact (BEIR format, read from a path; CC BY-NC, not shipped):
 
-    python experiments/bench_retrieval.py --scifact ../shared/data/scifact [--queries N] [--cache DIR]
+    python experiments/bench_retrieval.py --scifact ../shared/data/scifact [--queries N] [--cache DIR] [--systems bm25,dense]
 
-prints nDCG@10, R@100 and queries/s for bm25, dense, hybrid (rrf and weighted 0.5, their YAML
-defaults) and each reranker on top of bm25 and both hybrids (reranker YAML defaults: depth 50,
-bundled MiniLM; cross_encoder needs the hub). One chunk per abstract (title + text), as in
-BEIR. queries/s: search (+ rerank) over all queries, the corpus already indexed (its embeddings
-from ``--cache`` when given); nothing is tuned here. Only the train qrels are in the shared copy:
-the published references (BM25 flat 0.679 / R@100 0.925) are on the test queries.
+runs every system of ``+experiment=scifact_retrieval`` (tfidf, bm25, dense, hybrid, each with
+reranker none and embedding) through the pipeline itself (``ragsweep.pipeline.run_system`` with
+generator=none, evaluator=none: the code path of ``ragsweep -m +experiment=scifact_retrieval``)
+and prints nDCG@10 and R@100 per system with their 95% intervals over queries, n and queries/s.
+One chunk per abstract ("title text"), as in BEIR; the reranker re-scores all 100 hits.
+Only the train qrels are in the shared copy: the published references (BM25 flat 0.679 /
+R@100 0.925) are on the test queries.
 """
 
 from __future__ import annotations
@@ -68,55 +69,80 @@ def load(n_queries: int, data: Path) -> tuple[list[Document], list[Query]]:
     return docs, queries
 
 
-def scifact(folder: Path, n_queries: int | None, cache_dir: str | None, split: str = "train") -> dict:
-    """Retrievers and rerankers on SciFact: nDCG@10, R@100, queries/s (see the module docstring)."""
-    from experiments.meta_eval.scifact_retrieval import load as load_scifact, ndcg_at, recall_at
-    from ragsweep.cache import Cache
-    from ragsweep.retriever.dense import DenseRetriever
-    from ragsweep.retriever.hybrid import HybridRetriever
-    from ragsweep.retriever.rerank import CrossEncoderReranker, EmbeddingReranker
+def scifact_systems(reranker_depth: int) -> list[tuple[str, list[str]]]:
+    """The grid of ``+experiment=scifact_retrieval`` (its ``hydra.sweeper.params``) as (label, overrides);
+    a reranker re-scores ``reranker_depth`` hits (all of the first stage's k by default)."""
+    import itertools
 
-    chunks, queries, qrels = load_scifact(folder, split, n_queries)
-    cache = Cache(cache_dir) if cache_dir else None
-    dense = {"model": "minilm", "device": "cpu"}
-    firsts = {
-        "bm25": BM25Retriever(),
-        "dense": DenseRetriever(**dense),
-        "hybrid:rrf": HybridRetriever(dense=dense),
-        "hybrid:weighted-0.5": HybridRetriever(fusion="weighted", weight=0.5, dense=dense),
-    }
-    rerankers = {"embedding": lambda: EmbeddingReranker(device="cpu"), "cross_encoder": lambda: CrossEncoderReranker()}
-    out: dict = {"dataset": f"scifact {split}", "queries": len(queries), "corpus": len(chunks), "rows": {}}
+    from omegaconf import OmegaConf
 
-    def score(results: dict) -> tuple[float, float]:
-        nd = [ndcg_at([h.chunk.doc_id for h in results[q.query_id]], qrels[q.query_id], 10) for q in queries]
-        rc = [recall_at([h.chunk.doc_id for h in results[q.query_id]], qrels[q.query_id], 100) for q in queries]
-        return sum(nd) / len(nd), sum(rc) / len(rc)
+    from ragsweep.config import CONF_DIR
 
-    for name, r in firsts.items():
-        r.index(chunks, cache=cache)
-        t = time.perf_counter()
-        base = r.search(queries, 100)  # no cache for the rankings: the time is the search's
-        secs = time.perf_counter() - t
-        nd, rc = score(base)
-        out["rows"][name] = {"ndcg@10": round(nd, 4), "recall@100": round(rc, 4), "queries_per_s": round(len(queries) / secs, 1)}
-        if name == "dense":
-            continue
-        for rname, make in rerankers.items():
-            try:
-                rr = make()
-            except Exception as exc:  # noqa: BLE001 - cross_encoder offline: its own message
-                out["rows"][f"{name}+{rname}"] = {"error": str(exc).splitlines()[0][:300]}
-                continue
-            t = time.perf_counter()
-            top = rr.rerank(queries, base, rr.depth, cache=cache)
-            secs_rr = time.perf_counter() - t
-            # R@100: the reranked first `depth`, then the first stage's order below it
-            merged = {q.query_id: top[q.query_id] + base[q.query_id][rr.depth:] for q in queries}
-            nd, rc = score(merged)
-            out["rows"][f"{name}+{rname}"] = {"ndcg@10": round(nd, 4), "recall@100": round(rc, 4),
-                                             "queries_per_s": round(len(queries) / (secs + secs_rr), 1), "depth": rr.depth}
+    params = OmegaConf.load(CONF_DIR / "experiment" / "scifact_retrieval.yaml").hydra.sweeper.params
+    keys = list(params)
+    grid = [[v.strip() for v in str(params[k]).split(",")] for k in keys]
+    out = []
+    for values in itertools.product(*grid):
+        ov = [f"{k}={v}" for k, v in zip(keys, values)]
+        choice = dict(zip(keys, values))
+        if choice.get("reranker", "none") != "none":
+            ov.append(f"reranker.depth={reranker_depth}")
+        label = choice.get("retriever", "?") + ("" if choice.get("reranker", "none") == "none" else f"+{choice['reranker']}")
+        out.append((label, ov))
     return out
+
+
+def scifact(folder: Path, n_queries: int | None, cache_dir: str | None, split: str = "train",
+            only: list[str] | None = None) -> dict:
+    """Every system of ``+experiment=scifact_retrieval`` through :func:`ragsweep.pipeline.run_system`
+    (generator=none, evaluator=none): the code path of ``ragsweep -m +experiment=scifact_retrieval``,
+    its dataset loader, chunker, retrievers, rerankers and retrieval metrics; nDCG@10 and R@100 are
+    the runs' ``retrieval/ndcg_at_10`` and ``retrieval/recall_at_k`` (k = 100) with their 95%
+    intervals over queries. queries/s: the run's retrieve stage (search + rerank, cold or cached as
+    the cache holds it) over its queries."""
+    import tempfile
+
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from ragsweep.config import CONF_DIR
+    from ragsweep.pipeline import run_system
+
+    cache_dir = cache_dir or tempfile.mkdtemp(prefix="ragsweep-scifact-")
+    base = ["+experiment=scifact_retrieval", f"dataset.path={Path(folder).resolve()}", f"dataset.split={split}",
+            f"cache_dir={cache_dir}", "mlflow.enabled=false"] + ([f"dataset.limit={n_queries}"] if n_queries else [])
+    out: dict = {"dataset": f"scifact {split}", "rows": {}, "interval": "95% percentile bootstrap over queries"}
+    for label, overrides in scifact_systems(100):
+        if only and label not in only:
+            continue
+        GlobalHydra.instance().clear()
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose("config", overrides=base + overrides)
+        GlobalHydra.instance().clear()
+        m = run_system(cfg)
+        n = int(m["retrieval/ndcg_at_10/n"])
+        out["queries"], out["corpus"] = n, int(m.get("data/chunks", 0))
+        secs = float(m.get("time/retrieve_s") or 0.0)
+        out["rows"][label] = {
+            "ndcg@10": round(m["retrieval/ndcg_at_10"], 4),
+            "ndcg@10_ci": [round(m["retrieval/ndcg_at_10/ci_low"], 4), round(m["retrieval/ndcg_at_10/ci_high"], 4)],
+            "recall@100": round(m["retrieval/recall_at_k"], 4),
+            "recall@100_ci": [round(m["retrieval/recall_at_k/ci_low"], 4), round(m["retrieval/recall_at_k/ci_high"], 4)],
+            "n": n, "queries_per_s": round(n / secs, 1) if secs > 0 else None,
+            "index_s": round(float(m.get("time/index_s") or 0.0), 1),
+        }
+    return out
+
+
+def scifact_table(out: dict) -> str:
+    lines = [f"{out['dataset']}: {out.get('queries', '?')} queries, {out.get('corpus', '?')} abstracts; "
+             f"mean [{out['interval']}]",
+             f"{'system':<20} {'nDCG@10':<24} {'R@100':<24} {'n':>5} {'q/s':>8}"]
+    for name, r in out["rows"].items():
+        lines.append(f"{name:<20} {r['ndcg@10']:.3f} [{r['ndcg@10_ci'][0]:.3f}, {r['ndcg@10_ci'][1]:.3f}]     "
+                     f"{r['recall@100']:.3f} [{r['recall@100_ci'][0]:.3f}, {r['recall@100_ci'][1]:.3f}]     "
+                     f"{r['n']:>5} {r['queries_per_s'] if r['queries_per_s'] is not None else '-':>8}")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -128,11 +154,14 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--scifact", type=Path, help="SciFact folder (BEIR format): retrievers + rerankers, nDCG@10/R@100/queries/s")
     ap.add_argument("--cache", help="cache folder for --scifact (corpus embeddings are reused across runs)")
+    ap.add_argument("--split", default="train", help="--scifact: the qrels split (the shared copy has train only)")
+    ap.add_argument("--systems", help="--scifact: comma-separated labels to run (e.g. bm25,bm25+embedding); default all")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
     if args.scifact:
-        out = scifact(args.scifact, args.queries, args.cache)
-        print(json.dumps(out, indent=2))
+        out = scifact(args.scifact, args.queries, args.cache, args.split,
+                      args.systems.split(",") if args.systems else None)
+        print(scifact_table(out))
         if args.out:
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps(out, indent=2) + "\n")

@@ -18,10 +18,21 @@ EXPECTED = {
          "prompt": ["no_context", "short", "long", "long_cot"], "generator": ["llamacpp"]},
         "ragbench", ["retriever", "top_k", "prompt", "generator"],
     ),
-    "ragchecker_topk": ({"retriever.top_k": ["5", "10", "20"]}, "ragchecker", ["top_k"]),
-    "ragchecker_chunk_size": ({"chunker.size": ["150", "300", "600"]}, "ragchecker", ["chunk_size"]),
-    "ragchecker_overlap": ({"chunker.overlap": ["0.0", "0.2", "0.4"]}, "ragchecker", ["chunk_overlap"]),
-    "ragchecker_prompt": ({"prompt": ["ragchecker_default", "ragchecker_optimized"]}, "ragchecker", ["prompt"]),
+    # the generator-side sweeps carry the closed-book floor (prompt=no_context) as one more option
+    "ragchecker_topk": ({"retriever.top_k": ["5", "10", "20"], "prompt": ["ragchecker_default", "no_context"]},
+                        "ragchecker", ["top_k"]),
+    "ragchecker_chunk_size": ({"chunker.size": ["150", "300", "600"], "prompt": ["ragchecker_default", "no_context"]},
+                              "ragchecker", ["chunk_size"]),
+    "ragchecker_overlap": ({"chunker.overlap": ["0.0", "0.2", "0.4"], "prompt": ["ragchecker_default", "no_context"]},
+                           "ragchecker", ["chunk_overlap"]),
+    "ragchecker_prompt": ({"prompt": ["ragchecker_default", "ragchecker_optimized", "no_context"]}, "ragchecker", ["prompt"]),
+    # retrieval only (generator=none) over every question, the oracle ceiling at every point (issue 23)
+    "ragchecker_topk_retrieval": ({"retriever": ["bm25", "oracle"], "retriever.top_k": ["5", "10", "20"]},
+                                  "ragchecker", ["top_k"]),
+    "ragchecker_chunk_size_retrieval": ({"retriever": ["bm25", "oracle"], "chunker.size": ["150", "300", "600"]},
+                                        "ragchecker", ["chunk_size"]),
+    "ragchecker_overlap_retrieval": ({"retriever": ["bm25", "oracle"], "chunker.overlap": ["0.0", "0.2", "0.4"]},
+                                     "ragchecker", ["chunk_overlap"]),
 }
 
 _NAMED = {
@@ -54,6 +65,18 @@ PAPER_DIRECTIONS = {
         ("ragchecker/retriever/context_precision", "chunk_size", ("increasing", None)),
     ],
     "ragchecker_overlap": [
+        ("ragchecker/retriever/context_precision", "chunk_overlap", ("increasing", None)),
+        ("ragchecker/retriever/claim_recall", "chunk_overlap", ("flat", None)),
+    ],
+    "ragchecker_topk_retrieval": [
+        ("ragchecker/retriever/claim_recall", "top_k", ("increasing", None)),
+        ("ragchecker/retriever/context_precision", "top_k", ("decreasing", None)),
+    ],
+    "ragchecker_chunk_size_retrieval": [
+        ("ragchecker/retriever/claim_recall", "chunk_size", ("increasing", None)),
+        ("ragchecker/retriever/context_precision", "chunk_size", ("increasing", None)),
+    ],
+    "ragchecker_overlap_retrieval": [
         ("ragchecker/retriever/context_precision", "chunk_overlap", ("increasing", None)),
         ("ragchecker/retriever/claim_recall", "chunk_overlap", ("flat", None)),
     ],
@@ -139,5 +162,8 @@ def test_sweep_points_compose():
             assert cfg.retriever._target_.endswith("DenseRetriever") and cfg.retriever.top_k == 2 and cfg.prompt.name == "long_cot"
             cfg = compose("config", overrides=["+experiment=ragchecker_overlap", "chunker.overlap=0.0"])
             assert cfg.chunker.overlap == 0.0 and cfg.chunker.size == 300
+            cfg = compose("config", overrides=["+experiment=ragchecker_topk_retrieval", "retriever=oracle", "retriever.top_k=5"])
+            assert cfg.retriever._target_.endswith("OracleRetriever") and cfg.retriever.top_k == 5
+            assert cfg.generator.name == "none" and cfg.generator.server is None  # no model server
     finally:
         GlobalHydra.instance().clear()

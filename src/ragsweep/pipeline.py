@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ragsweep.cache import Cache
 from ragsweep.config import flatten, validate
-from ragsweep import ledger, signals
+from ragsweep import ledger, retrieval_only, signals
 from ragsweep.errors import FailureRateExceeded
 from ragsweep.metrics import registry
 from ragsweep.scoring import score_run
@@ -68,9 +68,11 @@ def run_system(cfg: DictConfig, parent_run_id: str | None = None, server: Any = 
     resolved.pop("hydra", None)
 
     tracker = Tracker(top.mlflow.tracking_uri, top.mlflow.artifact_location, top.experiment_name, enabled=top.mlflow.enabled)
-    run_name = top.run_name or system_name(cfg)
+    retro = retrieval_only.enabled(cfg)  # generator=none: no server, no generation
+    run_name = top.run_name or (retrieval_only.run_name(cfg) if retro else system_name(cfg))
     key = system_key(resolved)
     tags = {"ragsweep.system": run_name, "ragsweep.system_key": key, "ragsweep.role": "child" if parent_run_id else "single"}
+    tags.update(retrieval_only.tags() if retro else {})
     if parent_run_id and tracker.enabled:
         done = finished_child(tracker, parent_run_id, key)
         if done is not None:  # a resumed sweep: this system already finished, nothing to redo
@@ -106,7 +108,8 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
 
     cache = Cache(top.cache_dir)
     metrics: dict[str, float] = {}
-    own_server = server is None
+    retro = retrieval_only.enabled(cfg)
+    own_server = server is None and not retro
     if own_server:  # a missing model file, executable or API key, a taken port: fail before any work
         server = instantiate(cfg.generator.server)
         if hasattr(server, "check"):
@@ -162,21 +165,24 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
             log.warning("prompt.fit=drop_lowest dropped %d lowest-ranked chunk(s) to fit the model's context", dropped)
         metrics["prompt/chunks_dropped"] = dropped
 
-        client = build_client(gen_cfg, server, cache, progress=not quiet())
         from ragsweep.generator.client import ChatRequest, extract_answer
 
-        reqs = [
-            ChatRequest(
-                messages=tuple((m["role"], m["content"]) for m in prompt.messages(p)),
-                temperature=float(gen_cfg.temperature),
-                max_tokens=int(gen_cfg.max_tokens),
-                seed=gen_cfg.seed,
-                stop=client.request_defaults.get("stop"),  # generator.stop, validated (a string or a list of them)
-            )
-            for p in prompts
-        ]
-        with timer("generate"):
-            outs = client.chat_many(reqs, desc=f"{'generate':<9}")
+        if retro:  # nothing to generate: each question keeps its retrieved chunks and an empty response
+            client, reqs, outs = retrieval_only.NoClient(), [], retrieval_only.no_outputs(len(prompts))
+        else:
+            client = build_client(gen_cfg, server, cache, progress=not quiet())
+            reqs = [
+                ChatRequest(
+                    messages=tuple((m["role"], m["content"]) for m in prompt.messages(p)),
+                    temperature=float(gen_cfg.temperature),
+                    max_tokens=int(gen_cfg.max_tokens),
+                    seed=gen_cfg.seed,
+                    stop=client.request_defaults.get("stop"),  # generator.stop, validated (a string or a list of them)
+                )
+                for p in prompts
+            ]
+            with timer("generate"):
+                outs = client.chat_many(reqs, desc=f"{'generate':<9}")
         client.close()
         signals.raise_if_interrupted()  # calls that failed because Ctrl-C stopped the server are no failures
         # a managed server that died under us is named as the cause of the failed calls
@@ -255,6 +261,8 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
         signals.raise_if_interrupted()
         for i, rec in zip(answered, judged):
             records[i] = rec
+        if retro:  # keep what needs no response (the judge's claims and chunk checks stay cached)
+            retrieval_only.strip(records)
         # the families the records carry per question: aggregated once, below, by score_run
         declared = getattr(evaluator, "families", None)  # () for evaluator=none; a stand-in may not say
         families |= set(("ragchecker",) if declared is None else declared) | registry.families_in(judged)
@@ -263,9 +271,12 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
     for rec in records:
         rec.setdefault("metrics", {}).update(retrieval_per_q.get(rec["query_id"], {}))
 
+    if retro:
+        families = {f for f in families if f in retrieval_only.FAMILIES}
     scores = score_run(records, families)
     if evaluator is not None and answered and int(getattr(evaluator.config, "repeats", 1)) > 1:
         scores = _repeat_judging(evaluator, records, answered, families, cache, scores, metrics, timer)
+    not_applicable = retrieval_only.restrict(scores, families) if retro else {}
     metrics.update(scores.metrics)
     for i, rec in enumerate(records):  # each question's value of every metric, as aggregated (NaN -> null)
         qid = str(rec.get("query_id", i))
@@ -280,7 +291,8 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
     metrics.update(run_cost(metrics, cfg))  # tokens, calls, wall seconds (and money where priced)
 
     tracker.log_json({"results": records}, "records.json")
-    tracker.log_json(scores.artifact(), "ledger.json")
+    tracker.log_json(retrieval_only.ledger_artifact(scores, not_applicable) if retro else scores.artifact(),
+                     "ledger.json")
     tracker.log_metrics(metrics)
     from ragsweep.tracking.traces import log_eval_table, log_traces
 

@@ -288,6 +288,11 @@ def set_response(d: dict[str, Any], text: str) -> None:
     d[KEYS["response"]] = text
 
 
+def drop_response(d: dict[str, Any]) -> None:
+    """Remove the response from a record's JSON object (a retrieval-only run has none to keep)."""
+    d.pop(KEYS["response"], None)
+
+
 def failure_of(rec: "QuestionRecord | Mapping[str, Any]") -> Failure | None:
     """The failure of a record or of its JSON object (``failure``, or a generation ``error``),
     without building the record."""

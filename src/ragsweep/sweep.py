@@ -156,7 +156,7 @@ class SweepCallback(Callback):
         check_sweep(config, self.tracker)  # what each chunk-size / overlap / top-k point changes; never raises
         keys = swept_keys(config)
         swept_generator = any(k == "generator" or k.startswith("generator.") for k in keys)
-        if not swept_generator and not runs_remotely(config):
+        if not swept_generator and not runs_remotely(config) and config.generator.get("server") is not None:
             info["server"] = self._start_server(config)
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)

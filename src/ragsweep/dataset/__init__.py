@@ -287,6 +287,7 @@ class BeirDataset(_Loader):
     class Config(_PathConfig):
         split: str = "test"
         name: str = "beir"
+        title_in_text: bool = False  # index "title text" as BEIR's evaluations do (the published SciFact figures)
         PATH_EXAMPLE: ClassVar[str] = "DIR (with corpus.jsonl, queries.jsonl, qrels/)"
 
     def load(self) -> Dataset:
@@ -294,7 +295,10 @@ class BeirDataset(_Loader):
         documents = []
         for n, obj in read_jsonl(root / "corpus.jsonl"):
             where = f"{root / 'corpus.jsonl'}:{n}"
-            documents.append(Document(str(_require(obj, "_id", where)), str(obj.get("text") or ""), obj.get("title") or None))
+            text = str(obj.get("text") or "")
+            if self.config.title_in_text and obj.get("title"):
+                text = f"{obj['title']} {text}".strip()
+            documents.append(Document(str(_require(obj, "_id", where)), text, obj.get("title") or None))
         _require_documents(documents, str(root / "corpus.jsonl"))
         docs = {d.doc_id: d for d in documents}
         qrels_path = root / "qrels" / f"{self.config.split}.tsv"

@@ -80,8 +80,8 @@ class GeneratorConfig:
 
         if not isinstance(self.name, str) or not self.name:
             raise bad("name", "must be a non-empty string")
-        if self.server is None:
-            raise bad("server", "must be a server spec with a _target_")
+        if self.server is None and self.name != "none":  # generator=none: retrieval only, no server
+            raise bad("server", "must be a server spec with a _target_ (or use generator=none for a retrieval-only run)")
         if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)) or self.temperature < 0:
             raise bad("temperature", "must be a number >= 0")
         for name, low in (("max_tokens", 1), ("concurrency", 1), ("max_retries", 0)):

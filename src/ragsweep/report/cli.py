@@ -129,7 +129,10 @@ def build_report(tracking_uri: str | None, experiment: str | None, run_id: str |
     except json.JSONDecodeError:  # cut at MLflow's param length: the other sources still order
         logged = {}
     df = runs_frame(runs.children, declared_order(logged if isinstance(logged, dict) else {}, pp.get("overrides"), sweeper))
+    from ragsweep.report import bounds
 
+
+    df, bound_runs = bounds.split(df, spec)  # oracle / declared closed-book runs: floor and ceiling, never systems
     layout = str(spec.get("layout") or infer_layout(df))
     if layout not in LAYOUTS:
         raise ReportError(f"sweep.layout '{layout}' unknown; valid: {', '.join(LAYOUTS)}")
@@ -183,7 +186,8 @@ def build_report(tracking_uri: str | None, experiment: str | None, run_id: str |
         decide(v)
     judge = judge_text(runs.children)
     p = out_dir / "directions.md"
-    p.write_text(directions_markdown(verdicts, runs, source, judge, extra_lines(client, runs)), encoding="utf-8")
+    lines = bounds.retrieval_only_note(runs.children) + extra_lines(client, runs)
+    p.write_text(directions_markdown(verdicts, runs, source, judge, lines), encoding="utf-8")
     files.append(p)
     p = out_dir / "directions.json"
     p.write_text(json.dumps([v.as_dict() for v in verdicts], indent=1, default=str), encoding="utf-8")
@@ -197,6 +201,12 @@ def build_report(tracking_uri: str | None, experiment: str | None, run_id: str |
     files.append(p)
 
     files += make_figures(df, layout, params, directions, runs.experiment, out_dir, records)
+    block = bounds.markdown(df, bound_runs, params, [str(d["metric"]) for d in directions])
+    if block:  # the floor and ceiling beside every system, in the table and on its own
+        p = out_dir / "bounds.md"
+        p.write_text(f"# {runs.experiment}: floor and ceiling\n\n{block}", encoding="utf-8")
+        files.append(p)
+        (out_dir / "table.md").write_text((out_dir / "table.md").read_text(encoding="utf-8") + "\n" + block, encoding="utf-8")
     from ragsweep.report.compare_page import compare_pages_for_sweep
 
     base_id = str(df.iloc[paired.baseline_index(df, spec.get("baseline"), params)]["run_id"]) if not df.empty else None
