@@ -10,8 +10,22 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("RAGSWEEP_MLFLOW_TRACES", "sync")  # traces written in the run: no background sender outlives a test
 
-CONF_DIR = str(Path(__file__).resolve().parents[1] / "src" / "ragsweep" / "conf")
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+# pytest puts this folder (tests/) on sys.path when it loads this file, so every test file, in any
+# subfolder, imports the shared paths and helpers from tests/support/ and the fake servers from here
+from support import CONF, FIXTURES, ROOT  # noqa: E402
+
+CONF_DIR = str(CONF)
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir() -> Path:
+    """tests/fixtures: the small data files the tests ship."""
+    return FIXTURES
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return ROOT
 
 
 @pytest.fixture

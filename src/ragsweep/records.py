@@ -25,7 +25,7 @@ Unknown keys: a key this module does not know (ragsweep's ``generation``, ``prom
 was, so reading and writing a file never loses a field; its value is not checked. A known key of
 the wrong type raises :class:`RecordError` naming the key. Renaming a field is one edit here (the
 attribute and, if the file's key changes too, its entry in ``KEYS``) plus the schema test
-(``tests/test_records.py``); a type checker (``mypy``) then lists every user of the old name.
+(``tests/contract/test_records.py``); a type checker (``mypy``) then lists every user of the old name.
 
 Dataclasses, not pydantic, measured (``python experiments/bench_records.py``, the shipped
 RAGChecker fixture, 1,000 read + write round trips, median of 5, on a shared 2-core machine):

@@ -5,7 +5,7 @@ joint_check_num=5)``: up to 5 claims against ONE reference per call, with RefChe
 ``JOINT_CHECKING_PROMPT_Q`` - copied here VERBATIM (amazon-science/RefChecker
 ``refchecker/checker/checker_prompts.py`` at commit
 :data:`ragsweep.evaluator.llm_extractor.REFCHECKER_COMMIT`, Apache-2.0; the copy in
-``tests/fixtures/refchecker/`` is compared by ``tests/test_prompts_golden.py``) and filled the
+``tests/fixtures/refchecker/`` is compared by ``tests/contract/test_prompts_golden.py``) and filled the
 way RefChecker fills it: ``[QUESTION]``, ``[REFERENCE]`` and ``[CLAIMS]`` replaced in that order,
 each triplet claim written ``("subject", "predicate", "object")`` on its own line; the
 completion budget is RefChecker's ``joint_check_num * 10 + 100`` tokens. The answer is read as

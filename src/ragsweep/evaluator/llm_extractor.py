@@ -5,7 +5,7 @@
 VERBATIM (``LLM_TRIPLET_EXTRACTION_PROMPT_Q`` with the question, ``LLM_TRIPLET_EXTRACTION_PROMPT``
 without one; amazon-science/RefChecker ``refchecker/extractor/extractor_prompts.py`` at commit
 :data:`REFCHECKER_COMMIT`, Apache-2.0, copied into ``tests/fixtures/refchecker/`` and compared by
-``tests/test_prompts_golden.py``), including its rules against overlapping, redundant and
+``tests/contract/test_prompts_golden.py``), including its rules against overlapping, redundant and
 inverse triplets; the completion budget is RAGChecker's ``extractor_max_new_tokens=1000``. The
 answer is read as RefChecker reads it (:func:`refchecker_triplets`: ``("s", "p", "o")`` lines
 after the first ``###``, duplicates and the ``(subject, predicate, object)`` placeholder

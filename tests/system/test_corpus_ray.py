@@ -1,0 +1,77 @@
+"""``chunker.engine=ray`` on a real local Ray cluster (head + worker, 127.0.0.1): the chunks of
+a 2,000-document corpus are identical to the local engine's, and so is the chunk file."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from support import SRC
+from support import SRC
+from test_launchers import _free_port, _pids_matching, _stop_pids  # noqa: E402
+
+PY = sys.executable
+
+CHILD = r"""
+import sys
+from pathlib import Path
+from ragsweep.cache import Cache
+from ragsweep.chunker import TokenChunker
+from ragsweep.dataset import ClapNQ
+from ragsweep.types import Document
+
+docs = list(ClapNQ().load().documents)
+words = " ".join(d.text for d in docs).split()
+docs += [Document(f"g{i}", " ".join(words[(i * 37) % 5000 : (i * 37) % 5000 + 60 + i % 250])) for i in range(2000 - len(docs))]
+assert len(docs) == 2000
+local = TokenChunker(size=128, overlap=0.2).chunk(docs, cache=Cache(Path(sys.argv[2]) / "local"))
+remote = TokenChunker(size=128, overlap=0.2, engine="ray", ray_address=sys.argv[1]).chunk(docs, cache=Cache(Path(sys.argv[2]) / "ray"))
+import ray
+nodes = len([n for n in ray.nodes() if n["Alive"]])
+print("nodes", nodes, "chunks", len(local), len(remote), "same", local == remote, flush=True)
+a = (Path(sys.argv[2]) / "local").rglob("chunks.arrow")
+b = (Path(sys.argv[2]) / "ray").rglob("chunks.arrow")
+import pyarrow as pa
+ta = pa.ipc.open_file(pa.memory_map(str(next(a)))).read_all()
+tb = pa.ipc.open_file(pa.memory_map(str(next(b)))).read_all()
+print("tables equal", ta.equals(tb), flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_ray_engine_on_a_local_cluster_writes_the_same_chunks(tmp_path):
+    ray_bin = Path(PY).with_name("ray")
+    if not ray_bin.exists():
+        pytest.skip("the ray command is not installed next to the interpreter")
+    port = _free_port()
+    temp = Path(tempfile.mkdtemp(prefix="rg-rayc-", dir="/tmp"))  # short: Ray's unix sockets live here
+    src = str(SRC)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]),
+           "HOME": str(tmp_path / "home"), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    env.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
+    (tmp_path / "home").mkdir()
+    common = ["--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--disable-usage-stats"]
+    marks = [str(temp), f":{port}"]
+    try:
+        for args in (["--head", "--port", str(port), "--include-dashboard=false", "--temp-dir", str(temp)],
+                     ["--address", f"127.0.0.1:{port}"]):
+            proc = subprocess.run([str(ray_bin), "start", *args, *common], cwd=tmp_path, env=env,
+                                  capture_output=True, text=True, timeout=180)
+            assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+        script = tmp_path / "child.py"
+        script.write_text(CHILD)
+        proc = subprocess.run([PY, str(script), f"127.0.0.1:{port}", str(tmp_path)], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=400)
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+        assert "nodes 2 chunks" in proc.stdout and "same True" in proc.stdout, proc.stdout
+        assert "tables equal True" in proc.stdout, proc.stdout
+    finally:
+        _stop_pids(_pids_matching(marks))
+        shutil.rmtree(temp, ignore_errors=True)
+    assert not _pids_matching(marks), "processes of the Ray cluster still running"

@@ -1,0 +1,132 @@
+"""Per-question MLflow traces (spans, assessments from the judge), the evaluation table, and
+their background sender, over a real sqlite MLflow store."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import time
+
+import pytest
+
+from support import FIXTURES
+from ragsweep.tracking import Tracker
+from ragsweep.tracking import traces as tt
+
+FIXTURE = FIXTURES / "ragchecker" / "examples_checking_outputs.json"
+
+
+def _records() -> list[dict]:
+    recs = json.loads(FIXTURE.read_text())["results"]
+    for i, r in enumerate(recs):
+        r["metrics"] = {"ragchecker/overall/f1": 40.0 + 20 * i, "ragchecker/generator/hallucination": 10.0 * i,
+                        "retrieval/recall_at_k": 1.0, "ragas/faithfulness": float("nan")}
+        r["prompt"] = f"Answer: {r['query']}"
+        r["chunks_dropped"] = i
+        r["generation"] = {"model": "smollm2", "prompt_tokens": 100 + i, "completion_tokens": 20, "latency_s": 0.5,
+                           "cached": i == 0, "finish_reason": "stop"}
+    failed = copy.deepcopy(recs[0])
+    failed.update(query_id="failed", response="", error="HTTP 500", metrics={},
+                  failure={"stage": "generation", "reason": "HTTP 500"})
+    return recs + [failed]
+
+
+@pytest.fixture(scope="module")
+def tracker(tmp_path_factory):
+    root = tmp_path_factory.mktemp("traces")
+    return Tracker(f"sqlite:///{root / 'mlflow.db'}", str(root / "art"), "traces")
+
+
+def _traces(tr, run_id):
+    import mlflow
+
+    return mlflow.search_traces(locations=[tr.experiment_id], run_id=run_id, return_type="list")
+
+
+@pytest.mark.slow  # a fresh sqlite MLflow store: 10-40 s on 2 busy cores
+def test_one_trace_per_question_with_spans_and_assessments(tracker, monkeypatch):
+    monkeypatch.setenv(tt.MODE_ENV, "sync")
+    recs = _records()
+    run_id = tracker.start("sync")
+    res = tt.log_traces(tracker, recs, judge="llm:smollm2", run_id=run_id)
+    tracker.end()
+    assert res["traces"] == 3 and res["errors"] == 0 and res["spans"] == 15
+    assert res["assessments"] == 3 + 3 + 1  # NaN metrics skipped; the failed question: its reason
+    found = {t.info.trace_metadata["ragsweep.query_id"]: t for t in _traces(tracker, run_id)}
+    assert set(found) == {str(recs[0]["query_id"]), str(recs[1]["query_id"]), "failed"}
+    t0 = found[str(recs[0]["query_id"])]
+    spans = {s.name: s for s in t0.data.spans}
+    assert set(spans) == {tt.TRACE_NAME, "retrieve", "prompt", "generate", "evaluate"}
+    assert [d["metadata"]["rank"] for d in spans["retrieve"].outputs] == list(range(1, len(recs[0]["retrieved_context"]) + 1))
+    assert spans["prompt"].outputs == {"prompt": recs[0]["prompt"], "chunks_dropped": 0}
+    assert spans["generate"].attributes["ragsweep.cached"] is True
+    assert spans["generate"].attributes["ragsweep.prompt_tokens"] == 100
+    claims = spans["evaluate"].outputs["response_claims"]
+    assert len(claims) == len(recs[0]["response_claims"]) and {"vs_gt", "vs_chunks", "hallucination"} <= set(claims[0])
+    by_name = {a.name: a for a in t0.info.assessments}
+    assert by_name["ragchecker/overall/f1"].value == 40.0
+    assert by_name["ragchecker/overall/f1"].source.source_type == "LLM_JUDGE"
+    assert by_name["ragchecker/overall/f1"].source.source_id == "llm:smollm2"
+    assert by_name["retrieval/recall_at_k"].source.source_type == "CODE"
+    bad = found["failed"]
+    assert bad.info.state.value == "ERROR"
+    assert [(a.name, a.value) for a in bad.info.assessments] == [("failure", "generation: HTTP 500")]
+
+
+@pytest.mark.slow  # a fresh sqlite MLflow store: 10-40 s on 2 busy cores
+def test_traces_filter_by_metric(tracker, monkeypatch):
+    import mlflow
+
+    monkeypatch.setenv(tt.MODE_ENV, "sync")
+    run_id = tracker.start("filter")
+    tt.log_traces(tracker, _records(), judge="offline", run_id=run_id)
+    tracker.end()
+    hits = mlflow.search_traces(locations=[tracker.experiment_id], run_id=run_id, return_type="list",
+                                filter_string="feedback.`ragchecker/generator/hallucination` > 0")
+    assert len(hits) == 1 and hits[0].info.assessments[0].source.source_type == "CODE"
+
+
+@pytest.mark.slow  # a fresh sqlite MLflow store: 10-40 s on 2 busy cores
+def test_background_sender_logs_traces_and_table(tracker, monkeypatch):
+    monkeypatch.setenv(tt.MODE_ENV, "background")
+    recs = _records()
+    run_id = tracker.start("background")
+    tab = tt.log_eval_table(tracker, recs)
+    res = tt.log_traces(tracker, recs, judge="offline", run_id=run_id)
+    tracker.end()
+    assert res["spooled"] == 3 and res["seconds"] < 1.0 and res["sender_pid"] == tab["sender_pid"]
+    sender = tracker._sender
+    sender.wait(timeout=300)
+    assert sender.returncode == 0, (tracker.spool.root / "sender.log").read_text()[-2000:]
+    assert len(_traces(tracker, run_id)) == 3
+    assert not tracker.spool.pending()
+    table = tracker.client.load_table(tracker.experiment_id, "eval_table.json", run_ids=[run_id])
+    assert list(table["query_id"]) == [f"#{r['query_id']}" for r in recs]  # text in the UI, never a rounded number
+    assert {"question", "ground_truth", "response", "ragchecker/overall/f1", "failure"} <= set(table.columns)
+    assert list(table["failure"])[-1] == "generation: HTTP 500"
+
+
+@pytest.mark.slow  # a fresh sqlite MLflow store: 10-40 s on 2 busy cores
+def test_never_fails_a_run(tracker, monkeypatch, caplog):
+    monkeypatch.setenv(tt.MODE_ENV, "sync")
+
+    class Broken:
+        enabled = True
+        experiment_id = "999999"
+        tracking_uri = tracker.tracking_uri
+        run_id = "nope"
+
+        def log_table(self, *a, **k):
+            raise RuntimeError("disk full")
+
+    res = tt.log_traces(Broken(), _records(), judge="offline", run_id="nope")
+    assert res["traces"] == 0 and res["errors"] == 3
+    assert tt.log_eval_table(Broken(), _records())["errors"] == 1
+    assert "not logged" in caplog.text
+
+
+def test_table_rows_one_per_question():
+    cols = tt.table_rows(_records())
+    assert cols["query_id"][-1] == "#failed" and cols["ragas/faithfulness"] == [None, None, None]
+    assert cols["ragchecker/overall/f1"] == [40.0, 60.0, None]
