@@ -16,7 +16,7 @@ EXTRA = [ROOT / "experiments" / "meta_eval", ROOT / "experiments" / "mlflow_ui_c
 # end (a cycle that works only through the order of definitions). Owned by the large-corpora work;
 # listed here so a new cycle still fails, and to be removed when dataset/__init__ moves its loader
 # base into its own module.
-KNOWN_CYCLES = [{"ragsweep.dataset", "ragsweep.dataset.benchmark", "ragsweep.dataset.longdoc"}]
+KNOWN_CYCLES: list[set[str]] = []
 
 
 def _modules(root: Path) -> dict[str, Path]:

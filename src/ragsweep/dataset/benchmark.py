@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ragsweep.dataset import _Loader, _PathConfig, _require, _unique, finish, read_json, read_jsonl
+from ragsweep.dataset.loaders import _Loader, _PathConfig, _require, _unique, finish, read_json, read_jsonl
 from ragsweep.dataset.locate import METHODS, DocumentIndex, locate, probes
 from ragsweep.errors import DataError
 from ragsweep.types import Dataset, Document, Query, Span

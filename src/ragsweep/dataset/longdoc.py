@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragsweep.dataset import BUILTIN, ClapNQ, _BuiltinConfig, _Loader, finish, read_json
+from ragsweep.dataset.loaders import BUILTIN, ClapNQ, _BuiltinConfig, _Loader, finish, read_json
 from ragsweep.errors import DataError
 from ragsweep.types import Dataset, Document, Query, Span
 
