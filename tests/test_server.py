@@ -157,7 +157,7 @@ def test_llamacpp_missing_model_file_names_the_path(state, tmp_path):
 
 
 def test_llamacpp_command_line():
-    srv = LlamaCppServer(n_ctx=4096, n_threads=2, extra_args=["--verbose", "False"])
+    srv = LlamaCppServer(n_ctx=4096, n_threads=2, extra_args=["--verbose", "False"], model_format="source")
     argv = srv.command(9000)
     assert argv[:3] == [sys.executable, "-m", "llama_cpp.server"]
     assert argv[argv.index("--model") + 1].endswith("SmolLM2-135M-Instruct.Q4_1.gguf")

