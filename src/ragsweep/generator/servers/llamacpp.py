@@ -91,12 +91,21 @@ def resolve_model_path(model_path: str) -> Path:
 
 
 def default_threads() -> int:
-    """Half the logical cores. Measured on 2 cores (5 questions, SmolLM2): with the machine to
-    itself, 2 spinning threads generate in 27.5 s against 40-46 s on 1; but with one other busy
-    process, 2 spinning threads took 281 s (short spins, GOMP_SPINCOUNT=10000: 176 s; passive
-    waiting: 44 s, no faster than 1 thread when idle). Half the cores never falls off that cliff;
-    give a machine you leave alone all of them with generator.server.n_threads."""
+    """Decoding threads: half the logical cores (1 on 2 cores). Decoding runs one small graph per
+    token with hundreds of thread barriers each; with the machine to itself 2 threads decode a
+    little faster, but beside one other busy process 2 spinning threads collapsed (5 questions:
+    281 s against 27.5 s idle) and sleeping ones pay a wake-up per barrier (no faster than 1 thread
+    idle). Set generator.server.n_threads to all cores on a machine you leave alone."""
     return max(1, (os.cpu_count() or 2) // 2)
+
+
+def default_batch_threads() -> int:
+    """Prompt-processing threads: all the logical cores. A prompt is one large batch per call,
+    where a barrier's wake-up is negligible beside the matrix work, so with ``OMP_WAIT_POLICY=
+    passive`` (waiting threads sleep instead of spinning: the default, ``omp_wait_policy``) the
+    second core speeds prompts up when idle and costs nothing beside a busy process. Prompts are
+    85-90% of a RAG run's generation time. Measured: README, "Speed on a CPU"."""
+    return max(1, os.cpu_count() or 2)
 
 
 class LlamaCppServer(ManagedServer):
@@ -118,7 +127,7 @@ class LlamaCppServer(ManagedServer):
         extra_args: Iterable[Any] = (),
         model_format: str | None = gguf_format.DEFAULT_FORMAT,
         cache_dir: str | os.PathLike | None = None,
-        omp_wait_policy: str | None = None,
+        omp_wait_policy: str | None = "passive",
         **kw: Any,
     ):
         super().__init__(model_name=model_alias, host=host, port=port, startup_timeout_s=startup_timeout_s, **kw)
@@ -131,7 +140,7 @@ class LlamaCppServer(ManagedServer):
         self.served_model_path: Path | None = None
         self.n_ctx = int(n_ctx)
         self.n_threads = int(n_threads) if n_threads else default_threads()
-        self.n_threads_batch = int(n_threads_batch) if n_threads_batch else self.n_threads
+        self.n_threads_batch = int(n_threads_batch) if n_threads_batch else default_batch_threads()
         self.model_alias = model_alias
         self.extra_args = [str(a) for a in (extra_args or [])]
         # llama-cpp-python takes {"type": "json_object", "schema": ...}, not "json_schema"
@@ -153,7 +162,8 @@ class LlamaCppServer(ManagedServer):
         """The file llama.cpp serves: the model in ``model_format``, converted (once, cached under
         the cache directory) with llama.cpp's own quantize API; logged, and in the server's log."""
         if self.served_model_path is None:
-            self.preflight()
+            if getattr(self, "resolved_model_path", None) is None:
+                self.preflight()
             try:
                 path, made = gguf_format.converted_model(self.resolved_model_path, self.model_format, self.cache_dir)
             except RuntimeError as exc:
@@ -163,13 +173,6 @@ class LlamaCppServer(ManagedServer):
             log.info("llama.cpp serves %s (%s; generator.server.model_format=%s)", path, how, self.model_format)
             self.served_model_path = path
         return self.served_model_path
-
-    def start(self) -> "LlamaCppServer":
-        if not self.running:
-            self.check()
-            self.served_model()
-        super().start()
-        return self
 
     def crash_hint(self, returncode: int) -> str | None:
         if exit_signal(returncode) in CPU_CRASH_SIGNALS:
