@@ -42,6 +42,29 @@ def run(fmt: str, limit: int, work: Path) -> Path:
     return found[-1]
 
 
+QUALITY = ("baseline/token_f1", "ragchecker/overall/f1", "ragchecker/generator/faithfulness", "baseline/context_overlap")
+
+
+def quality(ra: Path, rb: Path, fa: str, fb: str, reps: int = 4000) -> list[str]:
+    """Paired difference (b - a) of per-question scores, mean with a 95% percentile-bootstrap
+    interval and the count: do the differing answers score differently?"""
+    import random
+    import statistics
+
+    a = {str(r.get("query_id")): r.get("scores") or {} for r in json.loads(ra.read_text())["results"]}
+    b = {str(r.get("query_id")): r.get("scores") or {} for r in json.loads(rb.read_text())["results"]}
+    rng, out = random.Random(0), []
+    for m in QUALITY:
+        pairs = [(a[q][m], b[q][m]) for q in sorted(set(a) & set(b)) if a[q].get(m) is not None and b[q].get(m) is not None]
+        if len(pairs) < 2:
+            continue
+        d = [y - x for x, y in pairs]
+        boots = sorted(statistics.mean(rng.choices(d, k=len(d))) for _ in range(reps))
+        out.append(f"| {m} | {statistics.mean(x for x, _ in pairs):.3f} | {statistics.mean(y for _, y in pairs):.3f} | "
+                   f"{statistics.mean(d):+.3f} [{boots[int(0.025 * reps)]:+.3f}, {boots[int(0.975 * reps) - 1]:+.3f}] | {len(d)} |")
+    return out
+
+
 def answers(records: Path) -> dict[str, str]:
     rows = json.loads(records.read_text())["results"]
     return {str(r.get("query_id")): str(r.get("response") or "") for r in rows}
@@ -90,6 +113,10 @@ def main(argv: list[str] | None = None) -> int:
              f"{s['tokens_differing']} of {s['tokens_total']} answer tokens in all.", ""]
     if rows:
         lines += [f"| question | tokens ({fa}) | tokens ({fb}) | first differing token | tokens differing |", "|---|---|---|---|---|", *rows]
+    q = quality(ra, rb, fa, fb)
+    if q:
+        lines += ["", f"| score (offline judge) | mean {fa} | mean {fb} | paired {fb} - {fa} [95% bootstrap CI] | n |",
+                  "|---|---|---|---|---|", *q]
     print("\n".join(lines))
     if not args.no_save:
         with RESULTS.open("a") as fh:

@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         wall, peaks[t] = matmul_peak(t)
         lines.append(f"numpy float32 GEMM 2048^3 on {t} thread(s): {wall:.0f} GFLOP/s wall, "
                      f"{peaks[t]:.0f} GFLOP per CPU-second ({load()})")
-    lines += ["", "| weights | n_threads/batch | OMP_WAIT_POLICY | beside | prompt tok/s | decode tok/s | prompt tok per CPU-s | decode tok per CPU-s | prompt share of GEMM peak (per CPU-s) | load (per round) |",
+    lines += ["", "| weights | n_threads/batch | OMP_WAIT_POLICY | busy process added | prompt tok/s | decode tok/s | prompt tok per CPU-s | decode tok per CPU-s | prompt share of GEMM peak (per CPU-s) | load (per round) |",
               "|---|---|---|---|---|---|---|---|---|---|"]
     print("\n".join(lines), flush=True)
     busy_modes = [True] if args.busy_only else [False] if args.no_busy else [False, True]
@@ -209,12 +209,12 @@ def main(argv: list[str] | None = None) -> int:
         label = "Q4_1 (source)" if fmt == "source" else fmt.upper()
         loads = "; ".join(r["load"].replace("load ", "") for r in got[st])
         if not ok:
-            row = f"| {label} | {nt}/{nb} | {wait} | {'1 busy process' if busy else 'idle'} | error: {got[st][0]['error']} | | | | | {loads} |"
+            row = f"| {label} | {nt}/{nb} | {wait} | {'1 busy process' if busy else 'none'} | error: {got[st][0]['error']} | | | | | {loads} |"
         else:
             pt, dt = [x for r in ok for x in r["prompt_tps"]], [x for r in ok for x in r["decode_tps"]]
             pc, dc = [x for r in ok for x in r["prompt_cpu"]], [x for r in ok for x in r["decode_cpu"]]
             share = statistics.median(pc) * ok[0]["flop_per_token"] / 1e9 / peaks[min(max(nb, 1), 2)]
-            row = (f"| {label} | {nt}/{nb} | {wait} | {'1 busy process' if busy else 'idle'} | {med(pt)} | {med(dt)} | "
+            row = (f"| {label} | {nt}/{nb} | {wait} | {'1 busy process' if busy else 'none'} | {med(pt)} | {med(dt)} | "
                    f"{med(pc)} | {med(dc)} | {share:.0%} | {loads} |")
         lines.append(row)
         print(row, flush=True)
