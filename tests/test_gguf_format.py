@@ -86,8 +86,21 @@ def test_bad_model_format_is_a_config_error_naming_the_field(tmp_path):
 
 def test_default_config_serves_f16_from_the_runs_cache_dir(compose_cfg):
     cfg = compose_cfg("cache_dir=/somewhere/cache")
-    assert cfg.generator.server.model_format == "f16"
+    assert cfg.generator.server.model_format == "auto"
     assert cfg.generator.server.cache_dir == "/somewhere/cache"
+
+
+def test_auto_converts_the_bundled_model_only(tmp_path, fake_quantize):
+    """``auto`` (the default): F16 for the bundled SmolLM2; a user's own file (perhaps a 7B Q4,
+    which F16 would make 4x larger) is served as it is unless a format is asked for."""
+    own = tmp_path / "own.gguf"
+    own.write_bytes(b"w")
+    assert LlamaCppServer().effective_format() == "f16"
+    assert LlamaCppServer().cache_identity["model_format"] == "f16"
+    srv = LlamaCppServer(model_path=str(own), cache_dir=str(tmp_path / "cache"))
+    assert srv.effective_format() == "source" and srv.served_model() == own
+    assert fake_quantize == []
+    assert LlamaCppServer(model_path=str(own), model_format="f16").effective_format() == "f16"
 
 
 @pytest.mark.slow

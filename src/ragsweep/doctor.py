@@ -132,7 +132,7 @@ def check_model_format(cache_dir: str, fmt: str | None = None) -> list[Result]:
     from ragsweep.generator.servers import gguf_format
     from ragsweep.generator.servers.llamacpp import SMOLLM2, resolve_model_path
 
-    fmt = gguf_format.check_format(fmt or gguf_format.DEFAULT_FORMAT)
+    fmt = gguf_format.check_format(fmt or gguf_format.AUTO_FORMAT)
     try:
         src = resolve_model_path(SMOLLM2)
     except FileNotFoundError as exc:

