@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("RAGSWEEP_MLFLOW_TRACES", "sync")  # traces written in the run: no background sender outlives a test
+# the llama.cpp model's F16 conversion (keyed by the source's sha256 + format), made once for every
+# test's cache directory instead of once per test
+os.environ.setdefault("RAGSWEEP_GGUF_DIR", str(Path(tempfile.gettempdir()) / f"ragsweep-tests-gguf-{os.getuid()}"))
 
 # pytest puts this folder (tests/) on sys.path when it loads this file, so every test file, in any
 # subfolder, imports the shared paths and helpers from tests/support/ and the fake servers from here

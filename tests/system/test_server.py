@@ -158,7 +158,7 @@ def test_llamacpp_missing_model_file_names_the_path(state, tmp_path):
 
 
 def test_llamacpp_command_line():
-    srv = LlamaCppServer(n_ctx=4096, n_threads=2, extra_args=["--verbose", "False"])
+    srv = LlamaCppServer(n_ctx=4096, n_threads=2, n_threads_batch=2, extra_args=["--verbose", "False"], model_format="source")
     argv = srv.command(9000)
     assert argv[:3] == [sys.executable, "-m", "llama_cpp.server"]
     assert argv[argv.index("--model") + 1].endswith("SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -415,11 +415,17 @@ def test_llamacpp_server_answers_and_stops(state):
     assert port_is_free(port)
 
 
-def test_llama_threads_default_to_half_the_cores():
+def test_llama_threads_prompt_on_all_cores_decode_on_half_and_no_spinning():
     import os
 
     from ragsweep.generator.servers.llamacpp import LlamaCppServer
 
-    assert LlamaCppServer().n_threads == max(1, (os.cpu_count() or 2) // 2)
-    assert LlamaCppServer().n_threads_batch == LlamaCppServer().n_threads
+    srv = LlamaCppServer()
+    assert srv.n_threads == max(1, (os.cpu_count() or 2) // 2)  # decoding
+    assert srv.n_threads_batch == (os.cpu_count() or 2)  # prompt processing
+    assert srv.env["OMP_WAIT_POLICY"] == "PASSIVE"  # waiting threads sleep: no collapse beside a busy process
+    argv = LlamaCppServer(model_format="source").command(9000)
+    assert argv[argv.index("--n_threads_batch") + 1] == str(os.cpu_count() or 2)
     assert LlamaCppServer(n_threads=3).n_threads == 3  # an explicit setting wins
+    assert LlamaCppServer(n_threads_batch=1).n_threads_batch == 1
+    assert "OMP_WAIT_POLICY" not in LlamaCppServer(omp_wait_policy=None).env

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -65,6 +66,7 @@ def test_doctor_passes_on_a_working_install(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert any(line.startswith("✓ llama.cpp build runs on this CPU") for line in lines), proc.stdout
+    assert any(line.startswith("✓ llama.cpp serves SmolLM2-135M as F16") for line in lines), proc.stdout
     assert any(line.startswith("✓ llama.cpp server") and "16-token generation" in line for line in lines), proc.stdout
     assert any(line.startswith("✓ MLflow store sqlite:///mlruns/mlflow.db writable") for line in lines), proc.stdout
     assert any(line.startswith("ℹ model hub not contacted") for line in lines), proc.stdout
@@ -76,3 +78,26 @@ def test_doctor_passes_on_a_working_install(tmp_path):
     client = mlflow.tracking.MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlruns/mlflow.db")
     exp = client.get_experiment_by_name("ragsweep-doctor")
     assert exp is not None and client.search_runs([exp.experiment_id]) == []
+
+
+def test_doctor_line_for_the_served_weight_format(tmp_path, monkeypatch):
+    """The doctor converts the default model as a run would and says which file serves it; a failed
+    conversion is a ✗ with the fix."""
+    from ragsweep.generator.servers import gguf_format
+
+    def quantize(cmd, **kw):
+        src, dst, fmt = cmd[-3:]
+        Path(dst).write_bytes(b"GGUF" + fmt.encode())
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.delenv("RAGSWEEP_GGUF_DIR", raising=False)
+    monkeypatch.setattr(gguf_format.subprocess, "run", quantize)
+    first = doctor.check_model_format(str(tmp_path / "cache"))[0]
+    assert first.ok is True and first.what.startswith("llama.cpp serves SmolLM2-135M as F16 (converted now in ")
+    assert str(tmp_path / "cache" / "gguf") in first.what
+    second = doctor.check_model_format(str(tmp_path / "cache"))[0]
+    assert second.ok is True and "(cached conversion, llama.cpp's quantize API)" in second.what
+    monkeypatch.setattr(gguf_format.subprocess, "run", lambda cmd, **kw: subprocess.CompletedProcess(cmd, 1, "", "boom"))
+    bad = doctor.check_model_format(str(tmp_path / "other"))[0]
+    assert bad.ok is False and "converting SmolLM2-135M-Instruct.Q4_1.gguf to f16 failed" in bad.what
+    assert "generator.server.model_format=source" in bad.line()

