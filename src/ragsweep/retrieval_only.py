@@ -22,7 +22,6 @@ the reason. The run is named ``<retriever>-k<k>-c<size>o<overlap>-retrieval_only
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from ragsweep.records import drop_response
@@ -71,20 +70,6 @@ def tags() -> dict[str, str]:
     return {MODE_TAG: MODE}
 
 
-@dataclass
-class NoOutput:
-    """What the generator "returned" for a question of a retrieval-only run: nothing, by design."""
-
-    ok: bool = True
-    text: str = ""
-    error: Any = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    seconds: float = 0.0
-    cached: bool = False
-    finish_reason: Any = None
-
-
 class NoClient:
     """The generator client of a retrieval-only run: makes no call."""
 
@@ -94,8 +79,12 @@ class NoClient:
         return None
 
 
-def no_outputs(n: int) -> list[NoOutput]:
-    return [NoOutput() for _ in range(n)]
+def no_outputs(n: int) -> list[Any]:
+    """What the generator "returned" for each question of a retrieval-only run: nothing, by design
+    (an empty, successful, uncached result with no timing)."""
+    from ragsweep.generator.requests import ChatResult
+
+    return [ChatResult(text="") for _ in range(n)]
 
 
 def strip(records: Iterable[dict[str, Any]]) -> None:

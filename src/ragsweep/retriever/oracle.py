@@ -36,7 +36,7 @@ class OracleRetriever(Retriever):
     name = "oracle"
     Config = OracleConfig
 
-    def index(self, chunks: Sequence[Chunk], cache: Any = None) -> None:
+    def index(self, chunks: Sequence[Chunk], cache: Any = None, progress: Any = None) -> None:
         self.chunks = list(chunks)
         self.fingerprint = chunks_fingerprint(self.chunks)
         self._by_doc: dict[str, list[int]] = defaultdict(list)
