@@ -16,7 +16,7 @@ TRACE_NAME = "ragsweep.question"
 CODE_SOURCE = "ragsweep"
 RETRIEVAL_SOURCE = "ragsweep.retrieval"
 SYSTEM_TAG = "system"  # the run name of the system a question's trace belongs to: a column of the Traces view
-# (the view's Tags column shows a trace's first tag and "+N": the system comes first)
+# (the view's Tags column shows a trace's first tag by key and "+N": the system is its only visible tag)
 
 _rng = random.Random()
 
@@ -248,8 +248,9 @@ def build_trace(rec: dict[str, Any], *, experiment_id: str, run_id: str | None, 
         client_request_id=f"{run_id}:{rec.get('query_id')}" if run_id else None,
         execution_duration=max(1, (when["question"][1] - when["question"][0]) // ms),
         trace_metadata=meta,
-        tags={**({SYSTEM_TAG: system} if system else {}), "mlflow.traceName": TRACE_NAME,
-              "ragsweep.query_id": str(rec.get("query_id"))},
+        # the question id lives in the metadata (where ragsweep reads it), not in the tags: the view's
+        # Tags column shows one pill per trace, the first by key, and it must be the system's
+        tags={**({SYSTEM_TAG: system} if system else {}), "mlflow.traceName": TRACE_NAME},
         assessments=assessments,
     )
     for a in assessments:

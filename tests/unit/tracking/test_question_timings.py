@@ -61,7 +61,7 @@ def test_a_trace_has_the_questions_own_timings_and_its_system():
     assert gen["end_time_unix_nano"] / 1e9 == pytest.approx(sent + 2.0)
     assert info.execution_duration == pytest.approx(1502, abs=1)  # prompt + generation, in ms
     assert info.request_time == pytest.approx((sent + 0.5 - 0.002) * 1000, abs=1)
-    assert info.tags[SYSTEM_TAG] == "bm25-k3" and info.tags["ragsweep.query_id"] == "6401197308716204890"
+    assert info.tags[SYSTEM_TAG] == "bm25-k3" and info.trace_metadata["ragsweep.query_id"] == "6401197308716204890"
     root = by["ragsweep.question"]
     assert root["end_time_unix_nano"] - root["start_time_unix_nano"] == pytest.approx(1.502e9, abs=1e6)
     # retrieval and judging are batched: no time of their own, said so on the span
