@@ -91,13 +91,24 @@ def short_params(cfg: DictConfig) -> dict[str, Any]:
 
 def system_key(resolved: Mapping[str, Any]) -> str:
     """Identity of one system: its resolved config without run bookkeeping."""
-    ident = {k: v for k, v in resolved.items() if k not in BOOKKEEPING_KEYS}
+    ident = _without_cache_dirs({k: v for k, v in resolved.items() if k not in BOOKKEEPING_KEYS})
     return content_hash("system", ident)
+
+
+def _without_cache_dirs(node: Any) -> Any:
+    """``node`` without any ``cache_dir`` key at any depth (a server's weight-conversion cache, say):
+    where work is cached never changes what a system is."""
+    if isinstance(node, Mapping):
+        return {k: _without_cache_dirs(v) for k, v in node.items() if k != "cache_dir"}
+    if isinstance(node, list):
+        return [_without_cache_dirs(v) for v in node]
+    return node
 
 
 def params_key(params: Mapping[str, Any], run_name: str | None = None) -> str:
     """A system key from a run's logged params (volatile ones aside), for runs logged without the tag."""
-    items = sorted((k, str(v)) for k, v in params.items() if not k.startswith(VOLATILE_PARAM_PREFIXES))
+    items = sorted((k, str(v)) for k, v in params.items()
+                   if not k.startswith(VOLATILE_PARAM_PREFIXES) and not k.endswith(".cache_dir"))
     return content_hash("system-params", items or [("run_name", run_name)])
 
 
