@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ragsweep.generator.servers.llamacpp import build_record_path, rebuild_command
+from ragsweep.generator.servers.llama_build import build_record_path, rebuild_command
 
 PACKAGES = (
     "ragsweep", "hydra-core", "omegaconf", "mlflow", "openai", "torch", "sentence-transformers",

@@ -125,7 +125,7 @@ def converted_model(source: Path, fmt: str, cache_dir: Path | None = None, timeo
         raise RuntimeError(f"converting {source.name} to {fmt} took over {timeout_s:g}s") from None
     if proc.returncode != 0 or not tmp.is_file():
         tmp.unlink(missing_ok=True)
-        from ragsweep.generator.servers.llamacpp import CPU_CRASH_SIGNALS, cpu_crash_hint
+        from ragsweep.generator.servers.llama_build import CPU_CRASH_SIGNALS, cpu_crash_hint
         from ragsweep.generator.servers.process import describe_exit, exit_signal
 
         last = "\n".join((proc.stderr or "").strip().splitlines()[-5:])
