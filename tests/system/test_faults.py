@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from test_server import wait_gone  # noqa: E402
+from support.processes import wait_gone  # noqa: E402
 from fake_openai_server import (  # noqa: E402
     Action,
     FakeOpenAIServer,

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from support.processes import wait_gone
 from support import TESTS
 from ragsweep.generator import ChatClient, ChatRequest, VLLMServer, build_client, find_orphans, stop_orphans
 from ragsweep.generator.server import pid_alive
@@ -28,15 +29,6 @@ from ragsweep.generator.servers.errors import GPUMemoryError, ServerStartupError
 
 FAKE_VLLM = TESTS / "fixtures" / "fake_vllm"
 KEY = "sk-vllm-test-4a7c"
-
-
-def wait_gone(pid: int, timeout: float = 10) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not pid_alive(pid):
-            return True
-        time.sleep(0.05)
-    return False
 
 
 @pytest.fixture

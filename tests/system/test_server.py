@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from support.processes import wait_gone
 from support import TESTS
 from ragsweep.generator import (
     ChatClient,
@@ -36,15 +37,6 @@ FAKE = str(TESTS / "fake_openai_server.py")
 
 def fake_command(*extra: str):
     return lambda port: [sys.executable, FAKE, "--port", str(port), "--max-seconds", "60", *extra]
-
-
-def wait_gone(pid: int, timeout: float = 10) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not pid_alive(pid):
-            return True
-        time.sleep(0.05)
-    return False
 
 
 @pytest.fixture
