@@ -20,7 +20,6 @@ Nothing here imports mlflow (that is :mod:`ragsweep.tracking.labels`).
 from __future__ import annotations
 
 import csv
-import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -100,16 +99,13 @@ def read_file(path: str | Path) -> list[Label]:
         raise LabelError(f"--labels {p}: no such file")
     rows: list[tuple[int, dict[str, Any]]] = []
     if p.suffix.lower() in (".jsonl", ".json", ".ndjson"):
-        for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise LabelError(f"{p}:{i}: not JSON ({exc.msg}); one JSON object per line") from None
-            if not isinstance(obj, dict):
-                raise LabelError(f"{p}:{i}: a JSON object per line, with {', '.join(FILE_COLUMNS)}")
-            rows.append((i, obj))
+        from ragsweep.dataset.loaders import read_jsonl  # the one JSONL reader: errors name file and line
+        from ragsweep.errors import DataError
+
+        try:
+            rows = list(read_jsonl(p))
+        except DataError as exc:
+            raise LabelError(f"{exc} (a labels file has {', '.join(FILE_COLUMNS)})") from None
     else:
         with p.open(newline="", encoding="utf-8") as fh:
             for i, row in enumerate(csv.DictReader(fh), start=2):
