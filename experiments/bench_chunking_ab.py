@@ -10,25 +10,19 @@ OLD_CHUNKER.py: ``git show e90586e:src/ragsweep/chunker.py > old_chunker.py``.
 from __future__ import annotations
 
 import importlib.util
-import json
 import sys
 import time
 
 import numpy as np
 
 from ragsweep.chunker import TokenChunker, _backend, load_tokenizer
-from ragsweep.types import Document
 
 
 def main() -> None:
     path, n, reps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    docs = []
-    with open(path) as f:
-        for line in f:
-            o = json.loads(line)
-            docs.append(Document(o["doc_id"], o["text"]))
-            if len(docs) >= n:
-                break
+    from bench_corpus_scale import first_documents  # this script's folder is on sys.path
+
+    docs = first_documents(path, n)
     texts = [d.text for d in docs]
     load_tokenizer("minilm")
     tok = _backend("minilm")

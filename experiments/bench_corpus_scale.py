@@ -93,8 +93,8 @@ def run_cli(args: list[str], env: dict[str, str], cwd: Path, timeout: float) -> 
             "time": m[-1] if m else "", "tail": out[-1500:]}
 
 
-def throughput(corpus: Path, n: int) -> dict:
-    from ragsweep.chunker import TokenChunker, _backend, load_tokenizer
+def first_documents(corpus: str | Path, n: int) -> list:
+    """The first ``n`` documents of a JSONL corpus (``doc_id``, ``text``)."""
     from ragsweep.types import Document
 
     docs = []
@@ -104,6 +104,13 @@ def throughput(corpus: Path, n: int) -> dict:
             docs.append(Document(o["doc_id"], o["text"]))
             if len(docs) >= n:
                 break
+    return docs
+
+
+def throughput(corpus: Path, n: int) -> dict:
+    from ragsweep.chunker import TokenChunker, _backend, load_tokenizer
+
+    docs = first_documents(corpus, n)
     texts = [d.text for d in docs]
     load_tokenizer("minilm")
     tok = _backend("minilm")

@@ -41,13 +41,18 @@ class Metric:
 _REGISTRY: dict[str, Metric] = {}
 
 
+def _put(table: dict, name: str, item: Any, what: str) -> Any:
+    """Add ``item`` under ``name``; the same name twice with a different definition is a bug."""
+    old = table.get(name)
+    if old is not None and old != item:
+        raise ValueError(f"{what} {name!r} is registered twice with different definitions")
+    table[name] = item
+    return item
+
+
 def register(metric: Metric) -> Metric:
     """Add ``metric``; registering the same name twice with a different description is a bug."""
-    old = _REGISTRY.get(metric.name)
-    if old is not None and old != metric:
-        raise ValueError(f"metric {metric.name!r} is registered twice with different definitions")
-    _REGISTRY[metric.name] = metric
-    return metric
+    return _put(_REGISTRY, metric.name, metric, "metric")
 
 
 def load_all() -> None:
@@ -126,11 +131,7 @@ _HUMAN: dict[str, HumanLabel] = {}
 
 
 def register_human(label: HumanLabel) -> HumanLabel:
-    old = _HUMAN.get(label.name)
-    if old is not None and old != label:
-        raise ValueError(f"human label {label.name!r} is registered twice with different definitions")
-    _HUMAN[label.name] = label
-    return label
+    return _put(_HUMAN, label.name, label, "human label")
 
 
 def human_labels() -> list[HumanLabel]:
