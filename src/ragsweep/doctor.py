@@ -173,7 +173,7 @@ def check_generation(timeout_s: float = 60, cache_dir: str | None = None) -> lis
         server.stop()
     if death or not res.ok:
         return [Result(False, f"16-token generation failed: {death or res.error}", rebuild_command())]
-    return [Result(True, f"llama.cpp server (SmolLM2-135M, {server.model_format.upper()}, {server.n_threads} threads) "
+    return [Result(True, f"llama.cpp server (SmolLM2-135M, {server.model_format.upper()}, {server.replicas} process(es) x {server.n_threads} threads) "
                          f"started in {started:.1f}s; 16-token generation "
                          f"({res.completion_tokens} tokens) in {took:.1f}s")]
 

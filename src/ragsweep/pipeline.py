@@ -192,8 +192,9 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
     finally:
         if own_server:
             server.stop()
-            if getattr(server, "log_path", None) and Path(server.log_path).is_file():
-                tracker.log_file(server.log_path, "server")  # the server's own log, beside the records
+            for path in getattr(server, "log_paths", None) or [getattr(server, "log_path", None)]:
+                if path and Path(path).is_file():
+                    tracker.log_file(path, "server")  # the server's own log (each process's), beside the records
 
     model = getattr(server, "model_name", None)
     records = []

@@ -103,6 +103,8 @@ class AttachedServer:
 
     def __init__(self, info: dict[str, Any], api_key: str | None = None):
         self.base_url = info["base_url"]
+        self.base_urls = list(info.get("base_urls") or [self.base_url])  # llama.cpp: one per server process
+        self.replicas = len(self.base_urls)
         self.model_name = info["model_name"]
         self.context_window = info.get("context_window")
         self.kind = info.get("kind")
@@ -217,6 +219,7 @@ class SweepCallback(Callback):
         return {
             "spec": spec,
             "base_url": s.base_url,
+            "base_urls": list(getattr(s, "base_urls", None) or [s.base_url]),
             "model_name": s.model_name,
             "cache_identity": _plain(getattr(s, "cache_identity", None)),
             "structured_mode": getattr(s, "structured_mode", "json_schema"),

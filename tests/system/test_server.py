@@ -221,6 +221,7 @@ def crasher(tmp_path: Path, how: str, when: str, llama: bool = True, **kw):
     script.write_text(CRASHER)
     kw.setdefault("startup_timeout_s", 20)
     if llama:
+        kw.setdefault("replicas", 1)
         return CrashingLlamaCpp(script, how, when, **kw)
     return ManagedServer(lambda port: [sys.executable, str(script), str(port), how, when], **kw)
 
@@ -407,17 +408,60 @@ def test_llamacpp_server_answers_and_stops(state):
     assert port_is_free(port)
 
 
-def test_llama_threads_prompt_on_all_cores_decode_on_half_and_no_spinning():
-    import os
-
+def test_llama_threads_one_process_per_core_or_prompt_on_all_decode_on_half(monkeypatch):
     from ragsweep.generator.servers.llamacpp import LlamaCppServer
 
-    srv = LlamaCppServer()
-    assert srv.n_threads == max(1, (os.cpu_count() or 2) // 2)  # decoding
-    assert srv.n_threads_batch == (os.cpu_count() or 2)  # prompt processing
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    srv = LlamaCppServer()  # replicas=auto: one process per core (at most 4), one thread each
+    assert (srv.replicas, srv.n_threads, srv.n_threads_batch) == (2, 1, 1)
     assert srv.env["OMP_WAIT_POLICY"] == "PASSIVE"  # waiting threads sleep: no collapse beside a busy process
-    argv = LlamaCppServer(model_format="source").command(9000)
-    assert argv[argv.index("--n_threads_batch") + 1] == str(os.cpu_count() or 2)
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    assert (LlamaCppServer().replicas, LlamaCppServer().n_threads, LlamaCppServer().n_threads_batch) == (4, 4, 4)
+    one = LlamaCppServer(replicas=1)  # a single process: prompts on all the cores, decoding on half
+    assert (one.n_threads, one.n_threads_batch) == (8, 16)
+    argv = LlamaCppServer(model_format="source", replicas=1).command(9000)
+    assert argv[argv.index("--n_threads_batch") + 1] == "16"
     assert LlamaCppServer(n_threads=3).n_threads == 3  # an explicit setting wins
     assert LlamaCppServer(n_threads_batch=1).n_threads_batch == 1
     assert "OMP_WAIT_POLICY" not in LlamaCppServer(omp_wait_policy=None).env
+    for bad in (0, -1, "two", True, 1.5):
+        with pytest.raises(ValueError, match="generator.server.replicas"):
+            LlamaCppServer(replicas=bad)
+
+
+class FakeLlamaCpp(LlamaCppServer):
+    """A LlamaCppServer whose processes are the fake OpenAI server (no model needed)."""
+
+    def preflight(self) -> None:
+        pass
+
+    def served_model(self) -> Path:
+        return Path("fake.gguf")
+
+    def command(self, port: int) -> list[str]:
+        return fake_command()(port)
+
+
+def test_llamacpp_replicas_start_side_by_side_answer_and_stop_together(state):
+    from ragsweep.generator.servers.defaults import client_setting
+
+    srv = FakeLlamaCpp(replicas=3, state_dir=state, startup_timeout_s=20)
+    srv.start()
+    try:
+        urls = srv.base_urls
+        assert len(set(urls)) == 3 and srv.running and len(srv.log_paths) == 3
+        pids = [srv.pid, *(s.pid for s in srv._replicas)]
+        assert len(set(pids)) == 3 and all(pid_alive(p) for p in pids)
+        assert len(list((state / "servers").glob("*.json"))) == 3  # each registered: found if we die
+        client = ChatClient(urls, srv.model_name, concurrency=client_setting("concurrency", None, srv), progress=False)
+        assert client.concurrency == 3
+        res = client.chat_many([ChatRequest.user(f"q{i}") for i in range(6)])
+        assert [r.text for r in res] == [f"echo: q{i}" for i in range(6)]
+        os.killpg(srv._replicas[1].pid, signal.SIGKILL)  # one process dies: the server is dead, and says which
+        deadline = time.monotonic() + 10
+        while srv._replicas[1].running and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not srv.running and "died" in srv.death()
+    finally:
+        srv.stop()
+    assert not any(pid_alive(p) for p in pids) and not list((state / "servers").glob("*.json"))

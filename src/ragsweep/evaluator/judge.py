@@ -215,7 +215,7 @@ class Judge:
         if self._client is not None:
             return self
         from ragsweep.generator.client import ChatClient
-        from ragsweep.generator.servers.defaults import client_setting
+        from ragsweep.generator.servers.defaults import client_setting, endpoints
 
         srv = self.server
         if hasattr(srv, "start") and not getattr(srv, "running", False):
@@ -226,7 +226,7 @@ class Judge:
             srv.start()  # checks the API key now rather than at the first request
         cfg = self.config
         self._client = ChatClient(
-            base_url=srv.base_url,
+            base_url=endpoints(srv),
             model=self.model_name,
             api_key=getattr(srv, "api_key", None),
             concurrency=client_setting("concurrency", cfg.concurrency, srv),

@@ -65,7 +65,7 @@ class GeneratorConfig:
     temperature: float = 0.0
     max_tokens: int = 256
     seed: Any = 0  # int | None
-    concurrency: Any = None  # int | None: None = the server kind's (servers/defaults.py: vLLM 32, llama.cpp 1)
+    concurrency: Any = None  # int | None: None = the server kind's (servers/defaults.py: vLLM 32, llama.cpp 1 per process)
     timeout_s: Any = None  # float | None: None = the server kind's (vLLM 300 s, llama.cpp 120 s)
     max_retries: int = 3
     backoff_s: float = 1.0
@@ -153,11 +153,11 @@ def build_client(
     gen_cfg: Any, server: Any, cache: Any = None, cache_namespace: str = "generation", progress: bool | None = None
 ) -> ChatClient:
     """A ChatClient for a started ``server`` with the sampling settings of ``gen_cfg``."""
-    from ragsweep.generator.servers.defaults import client_setting
+    from ragsweep.generator.servers.defaults import client_setting, endpoints
 
     cfg = GeneratorConfig.from_config(gen_cfg)
     return ChatClient(
-        base_url=server.base_url,
+        base_url=endpoints(server),
         model=server.model_name,
         api_key=server.api_key,
         concurrency=client_setting("concurrency", cfg.concurrency, server),

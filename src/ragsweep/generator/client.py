@@ -1,6 +1,7 @@
 """The one OpenAI-compatible client through which all generation and all LLM judging go.
 
-* async, with at most ``concurrency`` HTTP requests in flight (one ``asyncio.Semaphore``);
+* async, with at most ``concurrency`` HTTP requests in flight, spread over one or several
+  endpoints of the same model (``base_url`` may be a list: llama.cpp's server processes);
 * its own retry loop (the ``openai`` client's retries are switched off): 429 (honouring
   ``retry-after-ms`` / ``Retry-After``, capped at ``max_backoff_s``), 408, 5xx, timeouts,
   connection errors and malformed (non-JSON, choice-less) responses are retried with exponential
@@ -86,7 +87,7 @@ class ChatClient:
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | Sequence[str],
         model: str,
         api_key: str | None = None,
         concurrency: int = 4,
@@ -108,7 +109,11 @@ class ChatClient:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
         if structured_mode not in STRUCTURED_MODES:
             raise ValueError(f"structured_mode must be one of {STRUCTURED_MODES}, got {structured_mode!r}")
-        self.base_url = base_url
+        urls = [base_url] if isinstance(base_url, str) else list(base_url)
+        if not urls:
+            raise ValueError("base_url: give at least one endpoint")
+        self.base_urls = urls
+        self.base_url = urls[0]  # named in messages; every endpoint serves the same model
         self.model = model
         self._api_key = api_key or "not-needed"
         self.concurrency = int(concurrency)
@@ -147,17 +152,19 @@ class ChatClient:
         loop = asyncio.get_running_loop()
         st = self._states.get(loop)
         if st is None:
-            http_client = None
-            if _is_loopback(self.base_url):  # never send loopback traffic through an HTTP(S)_PROXY
-                http_client = _openai().DefaultAsyncHttpxClient(trust_env=False)
-            client = _openai().AsyncOpenAI(
-                base_url=self.base_url,
-                api_key=self._api_key,
-                max_retries=0,
-                timeout=self.timeout_s,
-                http_client=http_client,
-            )
-            st = _LoopState(client, asyncio.Semaphore(self.concurrency))
+            clients = []
+            for url in self.base_urls:
+                http_client = None
+                if _is_loopback(url):  # never send loopback traffic through an HTTP(S)_PROXY
+                    http_client = _openai().DefaultAsyncHttpxClient(trust_env=False)
+                clients.append(_openai().AsyncOpenAI(
+                    base_url=url,
+                    api_key=self._api_key,
+                    max_retries=0,
+                    timeout=self.timeout_s,
+                    http_client=http_client,
+                ))
+            st = _LoopState.make(clients, self.concurrency)
             self._states[loop] = st
         return st
 
@@ -169,7 +176,8 @@ class ChatClient:
             return
         st = self._states.pop(loop, None)
         if st is not None:
-            await st.client.close()
+            for client in st.clients:
+                await client.close()
 
     def close(self) -> None:
         """Forget every HTTP client; those of finished loops are already closed."""
@@ -205,10 +213,13 @@ class ChatClient:
             kwargs["response_format"] = rf
         self._count(calls=1)
         try:
-            async with st.semaphore:
+            slot = await st.slots.get()  # a free endpoint (the only one, unless the model is served several times)
+            try:
                 sent, t_sent = time.time(), time.perf_counter()  # this request's own start, not the batch's
-                resp = await asyncio.wait_for(st.client.chat.completions.create(**kwargs), self.timeout_s)
+                resp = await asyncio.wait_for(st.clients[slot].chat.completions.create(**kwargs), self.timeout_s)
                 took = time.perf_counter() - t_sent
+            finally:
+                st.slots.put_nowait(slot)
         except (asyncio.TimeoutError, _openai().APITimeoutError):
             raise _Retryable(f"timed out after {self.timeout_s:g}s")
         except _openai().APIConnectionError as exc:

@@ -22,8 +22,24 @@ def _is_loopback(base_url: str) -> bool:
 
 @dataclass
 class _LoopState:
-    client: Any  # an openai.AsyncOpenAI (imported lazily)
-    semaphore: asyncio.Semaphore
+    """One event loop's HTTP clients (one per endpoint) and its request slots: ``slots`` holds
+    ``concurrency`` endpoint indices, spread round-robin over the endpoints; a request takes one
+    (waiting while all are out) and puts it back, so at most ``concurrency`` requests are in flight
+    and a server process with one slot never gets a second request while another process idles."""
+
+    clients: list  # openai.AsyncOpenAI per endpoint (imported lazily)
+    slots: asyncio.Queue
+
+    @classmethod
+    def make(cls, clients: list, concurrency: int) -> "_LoopState":
+        slots: asyncio.Queue = asyncio.Queue()
+        for i in range(concurrency):
+            slots.put_nowait(i % len(clients))
+        return cls(clients, slots)
+
+    @property
+    def client(self) -> Any:
+        return self.clients[0]
 
 
 def server_seconds(resp: Any) -> float | None:

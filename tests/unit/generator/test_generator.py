@@ -275,6 +275,34 @@ def test_concurrency_bound_and_order_preserved():
     assert c.stats["requests"] == 12 and c.stats["calls"] == 12
 
 
+def test_requests_spread_over_several_endpoints_one_at_a_time_each():
+    # llama.cpp replicas: two server processes of one model, one request in flight on each
+    with FakeOpenAIServer(default=ok(delay=0.2)) as a, FakeOpenAIServer(default=ok(delay=0.2)) as b:
+        c = ChatClient([a.base_url, b.base_url], "fake", concurrency=2, timeout_s=5, progress=False)
+        t0 = time.perf_counter()
+        results = c.chat_many([q(f"q{i}") for i in range(8)])
+        took = time.perf_counter() - t0
+    assert [r.text for r in results] == [f"echo: q{i}" for i in range(8)]
+    assert a.n_requests == 4 and b.n_requests == 4  # each endpoint took its share
+    assert a.max_in_flight == 1 and b.max_in_flight == 1  # never two at once on one process
+    assert took < 8 * 0.2 * 0.75  # side by side: about 4 x 0.2 s, not 8 x 0.2 s
+    assert c.base_url == a.base_url and c.base_urls == [a.base_url, b.base_url]
+    with pytest.raises(ValueError, match="base_url"):
+        ChatClient([], "fake")
+
+
+def test_llamacpp_client_gets_one_request_in_flight_per_server_process():
+    from ragsweep.generator.servers.defaults import client_setting
+
+    class Started(LlamaCppServer):  # as if started: the replicas' endpoints known
+        base_urls = ["http://127.0.0.1:1/v1", "http://127.0.0.1:2/v1", "http://127.0.0.1:3/v1"]
+
+    srv = Started(replicas=3)
+    assert client_setting("concurrency", None, srv) == 3
+    assert client_setting("concurrency", 1, srv) == 1  # a configured number wins
+    assert client_setting("concurrency", None, LlamaCppServer(replicas=1)) == 1
+
+
 def test_identical_requests_in_a_batch_call_once():
     with FakeOpenAIServer() as fake:
         c = client_for(fake)

@@ -4,7 +4,8 @@
 ``null`` in the shipped configs: the values then follow the server, whichever way it was
 selected (``generator=vllm``, ``server@generator.server=vllm``, ``server@evaluator.judge.server=vllm``).
 vLLM's continuous batching is what makes it fast, so it gets 32 requests in flight; llama-cpp-python's
-server answers one request at a time (a second one waiting beside it halves its decoding speed).
+server answers one request at a time (a second one waiting beside it halves its decoding speed),
+so it gets one request in flight per server process (``replicas``, which the client spreads them over).
 A number set in the config always wins.
 """
 
@@ -23,8 +24,19 @@ FALLBACK: dict[str, Any] = {"concurrency": 4, "timeout_s": 120.0}
 
 
 def client_defaults(server: Any) -> dict[str, Any]:
-    """The defaults for ``server`` (anything with a ``kind``; a sweep's attached server too)."""
-    return dict(CLIENT_DEFAULTS.get(str(getattr(server, "kind", "") or ""), FALLBACK))
+    """The defaults for ``server`` (anything with a ``kind``; a sweep's attached server too).
+    llama.cpp: one request in flight per server process (``generator.server.replicas``)."""
+    kind = str(getattr(server, "kind", "") or "")
+    out = dict(CLIENT_DEFAULTS.get(kind, FALLBACK))
+    if kind == "llamacpp":
+        out["concurrency"] *= max(1, int(getattr(server, "replicas", None) or 1))
+    return out
+
+
+def endpoints(server: Any) -> list[str]:
+    """The server's endpoints: ``base_urls`` where it has several (llama.cpp replicas), else ``base_url``."""
+    urls = getattr(server, "base_urls", None)
+    return list(urls) if urls else [server.base_url]
 
 
 def client_setting(name: str, configured: Any, server: Any) -> Any:

@@ -8,6 +8,7 @@ converted once with llama.cpp's own quantize API and cached under the cache dire
 
 from __future__ import annotations
 
+import concurrent.futures
 import importlib.util
 import logging
 import os
@@ -51,6 +52,16 @@ def resolve_model_path(model_path: str) -> Path:
     return path
 
 
+def default_replicas() -> int:
+    """Server processes: one per logical core, at most 4. llama-cpp-python's server answers one
+    request at a time; two one-thread processes answering two requests at once read prompts as
+    fast as one two-thread process (each is one core's matrix work) and decode twice as much (a
+    decoded token is too small a graph for two threads): on 2 cores, 8 default-run requests took
+    2.2-2.3 s each against 2.9-3.3 s from one process (README, "Speed on a CPU"). One-thread
+    processes also never wait on a sibling thread that a busy neighbour process has descheduled."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
 def default_threads() -> int:
     """Decoding threads: half the logical cores (1 on 2 cores). Decoding runs one small graph per
     token with hundreds of thread barriers each; with the machine to itself 2 threads decode a
@@ -69,11 +80,21 @@ def default_batch_threads() -> int:
     return max(1, os.cpu_count() or 2)
 
 
+def check_replicas(value: Any) -> int | None:
+    """``replicas`` checked: ``auto``/None (-> None) or an integer >= 1; else a ValueError naming the field."""
+    if value is None or value == "auto":
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"generator.server.replicas must be 'auto' or an integer >= 1, got {value!r}")
+    return value
+
+
 class LlamaCppServer(ManagedServer):
     """``python -m llama_cpp.server`` with a GGUF model (default: SmolLM2-135M-Instruct)."""
 
     kind = "llamacpp"
-    DESCRIBED = ("model_path", "model_format", "model_alias", "n_ctx", "n_threads", "n_threads_batch", "omp_wait_policy")
+    DESCRIBED = ("model_path", "model_format", "model_alias", "n_ctx", "replicas", "n_threads", "n_threads_batch",
+                 "omp_wait_policy")
 
     def __init__(
         self,
@@ -89,6 +110,7 @@ class LlamaCppServer(ManagedServer):
         model_format: str | None = gguf_format.DEFAULT_FORMAT,
         cache_dir: str | os.PathLike | None = None,
         omp_wait_policy: str | None = "passive",
+        replicas: int | str | None = "auto",
         **kw: Any,
     ):
         super().__init__(model_name=model_alias, host=host, port=port, startup_timeout_s=startup_timeout_s, **kw)
@@ -100,8 +122,17 @@ class LlamaCppServer(ManagedServer):
             self.env.setdefault("OMP_WAIT_POLICY", str(omp_wait_policy).upper())
         self.served_model_path: Path | None = None
         self.n_ctx = int(n_ctx)
-        self.n_threads = int(n_threads) if n_threads else default_threads()
-        self.n_threads_batch = int(n_threads_batch) if n_threads_batch else default_batch_threads()
+        # several server processes answer requests side by side (the client spreads them); each
+        # gets its share of the cores unless the thread counts are set
+        self.replicas = check_replicas(replicas) or default_replicas()
+        share = max(1, (os.cpu_count() or 1) // self.replicas)
+        self.n_threads = int(n_threads) if n_threads else (share if self.replicas > 1 else default_threads())
+        self.n_threads_batch = int(n_threads_batch) if n_threads_batch else (share if self.replicas > 1 else default_batch_threads())
+        self._replica_kw = dict(model_path=model_path, n_ctx=n_ctx, host=host, startup_timeout_s=startup_timeout_s,
+                                model_alias=model_alias, extra_args=extra_args, cache_dir=cache_dir,
+                                omp_wait_policy=omp_wait_policy, model_format=model_format, n_threads=self.n_threads,
+                                n_threads_batch=self.n_threads_batch, replicas=1, **kw)
+        self._replicas: list[LlamaCppServer] = []
         self.model_alias = model_alias
         self.extra_args = [str(a) for a in (extra_args or [])]
         # llama-cpp-python takes {"type": "json_object", "schema": ...}, not "json_schema"
@@ -141,6 +172,70 @@ class LlamaCppServer(ManagedServer):
             log.info("llama.cpp serves %s (%s; generator.server.model_format=%s)", path, how, self.model_format)
             self.served_model_path = path
         return self.served_model_path
+
+    # -- replicas: more server processes beside this one ------------------------------------------
+    def start(self) -> "LlamaCppServer":
+        """This server and its ``replicas - 1`` siblings (each its own process, port and log),
+        started side by side; if any fails to start, all are stopped and its error is raised."""
+        with self._lock:
+            if self.running:
+                return self
+            if self.replicas == 1:
+                return super().start()
+            self.check()
+            self.served_model()  # convert the weights once, before any process wants them
+            siblings = [self.replica() for _ in range(self.replicas - 1)]
+            for sib in siblings:
+                sib.preflight()
+                sib.served_model_path = self.served_model_path
+            with concurrent.futures.ThreadPoolExecutor(len(siblings), thread_name_prefix="llamacpp-replica") as pool:
+                futures = [pool.submit(sib.start) for sib in siblings]
+                errors: list[BaseException] = []
+                try:
+                    super().start()  # in this thread: it installs the SIGINT/SIGTERM handlers
+                except BaseException as exc:  # noqa: BLE001 - re-raised below, after the siblings
+                    errors.append(exc)
+                for fut in futures:
+                    try:
+                        fut.result()
+                    except BaseException as exc:  # noqa: BLE001
+                        errors.append(exc)
+            self._replicas = siblings
+            if errors:
+                self.stop()
+                raise errors[0]
+            log.info("llama.cpp: %d server processes, %d/%d threads (decode/prompt) each: %s", self.replicas,
+                     self.n_threads, self.n_threads_batch, ", ".join(self.base_urls))
+            return self
+
+    def replica(self) -> "LlamaCppServer":
+        """One more process of this server (same model file and settings, its own free port)."""
+        return type(self)(**self._replica_kw)
+
+    def stop(self) -> None:
+        with self._lock:
+            for sib in self._replicas:
+                sib.stop()
+            super().stop()
+
+    @property
+    def running(self) -> bool:
+        return super().running and all(sib.running for sib in self._replicas)
+
+    def death(self) -> str | None:
+        own = super().death()
+        if own is not None:
+            return own
+        return next((d for d in (sib.death() for sib in self._replicas) if d is not None), None)
+
+    @property
+    def base_urls(self) -> list[str]:
+        """Every process's endpoint: the client spreads its requests over them."""
+        return [self.base_url, *(sib.base_url for sib in self._replicas)]
+
+    @property
+    def log_paths(self) -> list[Path]:
+        return [p for p in (self.log_path, *(sib.log_path for sib in self._replicas)) if p is not None]
 
     def crash_hint(self, returncode: int) -> str | None:
         if exit_signal(returncode) in CPU_CRASH_SIGNALS:

@@ -159,6 +159,11 @@ class ManagedServer:
         return f"http://{host}:{self.port}/v1"
 
     @property
+    def base_urls(self) -> list[str]:
+        """Every endpoint that answers for this server (a client spreads requests over them)."""
+        return [self.base_url]
+
+    @property
     def api_key(self) -> str | None:
         return None
 
