@@ -3,6 +3,7 @@ same questions once per ``generator.server.model_format`` and compares the answe
 
     python experiments/answer_equality.py                      # source (packaged Q4_1) vs f16, 20 questions
     python experiments/answer_equality.py --formats source,q8_0 --limit 20
+    python experiments/answer_equality.py --key generator.server.replicas --formats 1,auto   # any other setting
     python experiments/answer_equality.py --records A/records.json B/records.json   # compare two runs' records
 
 Each run is a fresh ``ragsweep dataset.limit=N`` in a scratch directory (temperature 0, seed 0).
@@ -27,11 +28,11 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "experiments" / "results" / "bench_generation.md"
 
 
-def run(fmt: str, limit: int, work: Path) -> Path:
+def run(fmt: str, limit: int, work: Path, key: str = "generator.server.model_format") -> Path:
     work.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "RAGSWEEP_CACHE_DIR": str(work / "cache")}
     env.pop("MLFLOW_TRACKING_URI", None)
-    cmd = [sys.executable, "-m", "ragsweep.cli", "-q", f"dataset.limit={limit}", f"generator.server.model_format={fmt}",
+    cmd = [sys.executable, "-m", "ragsweep.cli", "-q", f"dataset.limit={limit}", f"{key}={fmt}",
            f"mlflow.tracking_uri=sqlite:///{work / 'mlflow.db'}", f"mlflow.artifact_location={work / 'art'}"]
     proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -96,7 +97,8 @@ def compare(a: dict[str, str], b: dict[str, str]) -> tuple[list[str], dict]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--formats", default="source,f16")
+    p.add_argument("--formats", default="source,f16", help="the two values of --key to compare")
+    p.add_argument("--key", default="generator.server.model_format", help="the setting that differs between the runs")
     p.add_argument("--limit", type=int, default=20)
     p.add_argument("--records", nargs=2, type=Path, help="compare two existing records.json files instead")
     p.add_argument("--no-save", action="store_true")
@@ -106,9 +108,10 @@ def main(argv: list[str] | None = None) -> int:
         ra, rb = args.records
     else:
         tmp = Path(tempfile.mkdtemp(prefix="answer_equality_"))
-        ra, rb = run(fa, args.limit, tmp / fa), run(fb, args.limit, tmp / fb)
+        ra, rb = run(fa, args.limit, tmp / fa, args.key), run(fb, args.limit, tmp / fb, args.key)
     rows, s = compare(answers(ra), answers(rb))
-    lines = [f"### answer equality, {fa} vs {fb}, greedy (temperature 0), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", "",
+    what = "" if args.key == "generator.server.model_format" else f"{args.key}="
+    lines = [f"### answer equality, {what}{fa} vs {what}{fb}, greedy (temperature 0), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", "",
              f"{s['identical']} of {s['questions']} answers identical token for token; {s['differing']} differ, "
              f"{s['tokens_differing']} of {s['tokens_total']} answer tokens in all.", ""]
     if rows:

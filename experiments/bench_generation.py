@@ -5,6 +5,7 @@ and thread setting, beside the CPU's own fp32 matrix-multiply throughput on the 
     python experiments/bench_generation.py --formats f16 --threads 2/2 --wait passive --no-busy
     python experiments/bench_generation.py --default-run         # + ragsweep dataset.limit=20, cold and warm
     python experiments/bench_generation.py --chunk-point         # + one chunk-size-600 point (20 questions)
+    python experiments/bench_generation.py --formats f16 --threads 1/1 --procs 1,2   # + two processes side by side
 
 Each setting runs in its own child process (OMP_WAIT_POLICY is read when OpenMP starts) with
 ``llama_cpp.Llama`` on the default model (SmolLM2-135M-Instruct), converted by ragsweep's own
@@ -101,7 +102,7 @@ print(2 * {n}**3 / min(walls) / 1e9, 2 * {n}**3 / min(cpus) / 1e9)
     return float(out[0]), float(out[1])
 
 
-def measure(model: str, n_threads: int, n_threads_batch: int, wait: str, busy: bool, args) -> dict:
+def measure(model: str, n_threads: int, n_threads_batch: int, wait: str, busy: bool, args, procs: int = 1) -> dict:
     env = dict(os.environ)
     env.pop("OMP_WAIT_POLICY", None)
     if wait != "default":
@@ -111,17 +112,24 @@ def measure(model: str, n_threads: int, n_threads_batch: int, wait: str, busy: b
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy else None
     try:
         before = load()
-        proc = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)], env=env,
-                              capture_output=True, text=True, timeout=args.timeout)
+        running = [subprocess.Popen([sys.executable, __file__, "--worker", json.dumps(spec)], env=env,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(procs)]
+        outs = [(pr.communicate(timeout=args.timeout), pr.returncode) for pr in running]
     except subprocess.TimeoutExpired:
+        for pr in running:
+            pr.kill()
         return {"error": [f"over {args.timeout:g}s"], "load": before}
     finally:
         if hog is not None:
             hog.kill()
             hog.wait()
-    if proc.returncode != 0:
-        return {"error": proc.stderr.strip().splitlines()[-1:] or [f"exit {proc.returncode}"], "load": before}
-    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    for (out, err), rc in outs:
+        if rc != 0:
+            return {"error": err.strip().splitlines()[-1:] or [f"exit {rc}"], "load": before}
+    each = [json.loads(out.strip().splitlines()[-1]) for (out, _), _ in outs]
+    res = dict(each[0])
+    for key in ("prompt_tps", "decode_tps"):  # side by side: the processes' tokens/s add up
+        res[key] = [sum(r[key][i] for r in each) for i in range(len(each[0][key]))]
     res["load"] = before
     return res
 
@@ -149,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--formats", default="source,f16,q8_0,q4_0", help="model_format values (source = the packaged Q4_1)")
     p.add_argument("--threads", default="1/1,2/2,1/2", help="n_threads/n_threads_batch pairs")
     p.add_argument("--wait", default="default,passive", help="OMP_WAIT_POLICY values (default = unset)")
+    p.add_argument("--procs", default="1", help="processes answering side by side (generator.server.replicas)")
     p.add_argument("--no-busy", action="store_true", help="skip the runs beside a busy process")
     p.add_argument("--busy-only", action="store_true")
     p.add_argument("--prompt-tokens", type=int, default=800)
@@ -158,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--default-run", action="store_true", help="also time ragsweep dataset.limit=20, cold then warm")
     p.add_argument("--chunk-point", action="store_true", help="also time one 20-question chunk-size-600 point")
+    p.add_argument("--chunk-formats", default="experiment,f16",
+                   help="weights of the chunk-size point: 'experiment' (as it ships: Q4_1) and/or a model_format")
     p.add_argument("--limit", type=int, default=20)
     p.add_argument("--no-save", action="store_true")
     args = p.parse_args(argv)
@@ -180,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         wall, peaks[t] = matmul_peak(t)
         lines.append(f"numpy float32 GEMM 2048^3 on {t} thread(s): {wall:.0f} GFLOP/s wall, "
                      f"{peaks[t]:.0f} GFLOP per CPU-second ({load()})")
-    lines += ["", "| weights | n_threads/batch | OMP_WAIT_POLICY | busy process added | prompt tok/s | decode tok/s | prompt tok per CPU-s | decode tok per CPU-s | prompt share of GEMM peak (per CPU-s) | load (per round) |",
+    lines += ["", "| weights | [processes x] n_threads/batch | OMP_WAIT_POLICY | busy process added | prompt tok/s | decode tok/s | prompt tok per CPU-s | decode tok per CPU-s | prompt share of GEMM peak (per CPU-s) | load (per round) |",
               "|---|---|---|---|---|---|---|---|---|---|"]
     print("\n".join(lines), flush=True)
     busy_modes = [True] if args.busy_only else [False] if args.no_busy else [False, True]
@@ -191,30 +202,32 @@ def main(argv: list[str] | None = None) -> int:
             nt, nb = (int(x) for x in pair.split("/"))
             for wait in args.wait.split(","):
                 for busy in busy_modes:
-                    settings.append((fmt, str(model), nt, nb, wait, busy))
+                    for procs in (int(x) for x in args.procs.split(",")):
+                        settings.append((fmt, str(model), nt, nb, wait, busy, procs))
     # interleaved: every setting once per round, so a shared machine's drifting load hits all alike
     got: dict[tuple, list[dict]] = {st: [] for st in settings}
     for rnd in range(args.reps):
         for st in settings:
-            fmt, model, nt, nb, wait, busy = st
-            r = measure(model, nt, nb, wait, busy, args)
+            fmt, model, nt, nb, wait, busy, procs = st
+            r = measure(model, nt, nb, wait, busy, args, procs)
             got[st].append(r)
-            print(f"  round {rnd + 1}: {fmt} {nt}/{nb} {wait} {'busy' if busy else 'idle'}: "
+            print(f"  round {rnd + 1}: {fmt} {procs}x {nt}/{nb} {wait} {'busy' if busy else 'idle'}: "
                   + (f"error {r['error']}" if "error" in r else
                      f"prompt {r['prompt_tps'][0]:.0f} tok/s ({r['prompt_cpu'][0]:.0f}/CPU-s), decode {r['decode_tps'][0]:.0f} tok/s, {r['load']}"),
                   file=sys.stderr, flush=True)
     for st in settings:
-        fmt, model, nt, nb, wait, busy = st
+        fmt, model, nt, nb, wait, busy, procs = st
         ok = [r for r in got[st] if "error" not in r]
         label = "Q4_1 (source)" if fmt == "source" else fmt.upper()
         loads = "; ".join(r["load"].replace("load ", "") for r in got[st])
+        nt_label = f"{procs} x {nt}/{nb}" if procs > 1 else f"{nt}/{nb}"
         if not ok:
-            row = f"| {label} | {nt}/{nb} | {wait} | {'1 busy process' if busy else 'none'} | error: {got[st][0]['error']} | | | | | {loads} |"
+            row = f"| {label} | {nt_label} | {wait} | {'1 busy process' if busy else 'none'} | error: {got[st][0]['error']} | | | | | {loads} |"
         else:
             pt, dt = [x for r in ok for x in r["prompt_tps"]], [x for r in ok for x in r["decode_tps"]]
             pc, dc = [x for r in ok for x in r["prompt_cpu"]], [x for r in ok for x in r["decode_cpu"]]
             share = statistics.median(pc) * ok[0]["flop_per_token"] / 1e9 / peaks[min(max(nb, 1), 2)]
-            row = (f"| {label} | {nt}/{nb} | {wait} | {'1 busy process' if busy else 'none'} | {med(pt)} | {med(dt)} | "
+            row = (f"| {label} | {nt_label} | {wait} | {'1 busy process' if busy else 'none'} | {med(pt)} | {med(dt)} | "
                    f"{med(pc)} | {med(dc)} | {share:.0%} | {loads} |")
         lines.append(row)
         print(row, flush=True)
@@ -230,13 +243,19 @@ def main(argv: list[str] | None = None) -> int:
                     lines.append(row)
                     print(row, flush=True)
             if args.chunk_point:
-                before = load()
-                wall, stages = run_ragsweep(work, ["+experiment=ragchecker_chunk_size", "chunker.size=600",
-                                                   f"dataset.limit={args.limit}"])
-                row = (f"- one chunk-size-600 point (`+experiment=ragchecker_chunk_size chunker.size=600 "
-                       f"dataset.limit={args.limit}`, k=20), cold: {wall:.1f} s wall; {stages} ({before})")
-                lines.append(row)
-                print(row, flush=True)
+                for fmt in args.chunk_formats.split(","):
+                    extra = [] if fmt == "experiment" else [f"generator.server.model_format={fmt}"]
+                    point = work / f"chunk-{fmt}"  # cold: its own cache
+                    point.mkdir()
+                    before = load()
+                    wall, stages = run_ragsweep(point, ["+experiment=ragchecker_chunk_size", "chunker.size=600",
+                                                        f"dataset.limit={args.limit}", *extra])
+                    row = (f"- one chunk-size-600 point (`+experiment=ragchecker_chunk_size chunker.size=600 "
+                           f"dataset.limit={args.limit}{' ' + extra[0] if extra else ''}`, k=20"
+                           f"{', the Q4_1 weights the experiment pins' if not extra else ''}), cold: {wall:.1f} s wall; "
+                           f"{stages} ({before})")
+                    lines.append(row)
+                    print(row, flush=True)
     if not args.no_save:
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         with RESULTS.open("a") as fh:

@@ -155,7 +155,8 @@ def test_llamacpp_command_line():
     assert argv[:3] == [sys.executable, "-m", "llama_cpp.server"]
     assert argv[argv.index("--model") + 1].endswith("SmolLM2-135M-Instruct.Q4_1.gguf")
     for flag, value in [("--host", "127.0.0.1"), ("--port", "9000"), ("--n_ctx", "4096"),
-                        ("--n_threads", "2"), ("--n_threads_batch", "2"), ("--model_alias", "smollm2")]:
+                        ("--n_threads", "2"), ("--n_threads_batch", "2"), ("--model_alias", "smollm2"),
+                        ("--logits_all", "False")]:  # no logits of prompt tokens: the output head on the last only
         assert argv[argv.index(flag) + 1] == value
     assert argv[-2:] == ["--verbose", "False"]
     assert srv.cache_identity["model_file"] == "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -253,6 +253,11 @@ class LlamaCppServer(ManagedServer):
             "--n_threads", str(self.n_threads),
             "--n_threads_batch", str(self.n_threads_batch),
             "--model_alias", self.model_alias,
+            # llama-cpp-python's server keeps every prompt token's logits by default (for logprobs,
+            # which ragsweep never asks for): the output head (49k x 576 for SmolLM2) then runs on
+            # every prompt token, and an n_ctx x vocabulary float32 array (1.6 GB at n_ctx 8192)
+            # fills as prompts grow
+            "--logits_all", "False",
             *self.extra_args,
         ]
 
