@@ -159,7 +159,7 @@ def test_bounds_leave_the_frame_and_show_the_share_of_headroom():
 
     df = pd.DataFrame([row("bm25", "d", 5, 60.0, 30.0), row("bm25", "d", 20, 80.0, 35.0),
                        row("oracle", "d", 5, 90.0, 50.0), row("oracle", "d", 20, 95.0, 50.0),
-                       row("bm25", "no_context", 5, 0.0, 10.0)])
+                       row("bm25", "no_context", 5, 40.0, 10.0)])  # closed book, but it retrieved
     kept, _ = bounds.split(df)  # undeclared: a closed-book run is a system (RAGBench's case study compares it)
     assert list(kept["run_id"]) == ["bm25d5", "bm25d20", "bm25no_context5"]
     systems, b = bounds.split(df, {"bounds": ["floor"]})
@@ -168,6 +168,7 @@ def test_bounds_leave_the_frame_and_show_the_share_of_headroom():
     found = {(r["system"], r["metric"]): r for r in bounds.rows(systems, b, ["top_k"], [M, F])}
     k5 = found[("k=5", M)]
     assert k5["share"] == pytest.approx(60 / 90) and "90 [85, 95] (n=300)" == k5["ceiling"]
+    assert k5["floor"] == "0 (nothing retrieved)"  # not the closed-book run's own retrieval (40)
     assert found[("k=20", M)]["share"] == pytest.approx(80 / 95)  # the k = 20 oracle for k = 20
     assert found[("k=20", F)]["share"] == pytest.approx((35 - 10) / (50 - 10))  # one closed-book floor for all k
     text = bounds.markdown(systems, b, ["top_k"], [M])

@@ -6,7 +6,8 @@ BERGEN and FlashRAG).
   retriever-side metrics for that chunking and k.
 - **Floor**: a run with ``prompt=no_context`` (closed book: the generator answers without
   retrieved chunks): what the generator-side metrics reach with no retrieval at all. The
-  retriever-side metrics' floor is 0 (no chunk retrieved).
+  retriever-side metrics' floor is 0 (no chunk retrieved), never the closed-book run's (it
+  retrieves like the system; its prompt only leaves the chunks out).
 
 A sweep gets them by listing the bound as one more option of its grid (``retriever: bm25,oracle``
 or ``prompt: ...,no_context`` with ``sweep.bounds: [floor]``). :func:`split` takes those runs out of the frame before the table
@@ -133,7 +134,9 @@ def rows(systems: Any, bounds: Bounds, params: Sequence[str], metrics: Sequence[
             c = _num(ceil, metric)
             f = _num(flo, metric)
             floor_text = _cell(flo, metric)
-            if not math.isfinite(f) and metric.startswith(RETRIEVER_SIDE_PREFIXES):
+            if metric.startswith(RETRIEVER_SIDE_PREFIXES):
+                # the closed-book run retrieves too (its prompt leaves the chunks out): its retrieval
+                # figures are the system's own, not a floor; with no chunk retrieved they are 0
                 f, floor_text = 0.0, "0 (nothing retrieved)"
             if not (math.isfinite(c) or flo is not None):
                 continue
