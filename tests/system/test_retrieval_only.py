@@ -233,3 +233,5 @@ def test_retrieval_only_topk_sweep_matches_its_expected_results(tmp_path):
     assert "retrieval-only: 4 of 4 run(s)" in directions  # 2 BM25 systems + their 2 oracle ceilings
     bounds = (tmp_path / "report" / "bounds.md").read_text()
     assert "retriever=oracle" in bounds and "share of headroom" in bounds
+    # question-by-question pages ordered by claim recall: no response to score, no "no compare page" warning
+    assert "no compare page" not in check.stderr and list((tmp_path / "report" / "compare").glob("*.html"))
