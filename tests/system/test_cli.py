@@ -66,7 +66,11 @@ def test_one_system_end_to_end_then_fully_cached(tmp_path):
         assert chatter not in first.stderr + out, chatter
     assert all(f"{stage} " in first.stderr for stage in ("index", "retrieve", "generate", "evaluate"))  # progress bars
     logs = [a.path for a in client.list_artifacts(run.info.run_id, "server")]
-    assert len(logs) == 1 and logs[0].startswith("server/llamacpp-") and logs[0].endswith(".log"), logs
+    # one log per llama.cpp process (generator.server.replicas: one per core, up to 4)
+    from ragsweep.generator.server import LlamaCppServer
+
+    assert len(logs) == LlamaCppServer().replicas, logs
+    assert all(p.startswith("server/llamacpp-") and p.endswith(".log") for p in logs), logs
     p, m = run.data.params, run.data.metrics
     assert p["retriever"] == "bm25" and p["top_k"] == "2" and p["chunk_size"] == "300" and p["chunk_overlap"] == "0.2"
     for name in ("retrieval/recall_at_k", "retrieval/mrr_at_k", "retrieval/ndcg_at_k"):

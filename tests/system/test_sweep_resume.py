@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from ragsweep.generator.server import pid_alive
+from ragsweep.generator.server import LlamaCppServer, pid_alive
 from test_launchers import (  # the tests folder is on sys.path (pytest's default import mode)
     llama_server_pids,
     mlflow_runs,
@@ -90,9 +90,10 @@ def test_killed_sweep_resumes_under_one_parent_and_redoes_nothing(tmp_path):
     done_before = {_key(c) for c in children if c.info.status == "FINISHED"}
     assert 1 <= len(done_before) < len(SYSTEMS), "the kill came too late to test a resume"
     # the killed sweep's llama.cpp server runs in its own session: SIGKILL left it behind
+    # (each of its processes: generator.server.replicas, one per core up to 4)
     left_behind = [int(e["pid"]) for e in registry_entries(state)]
-    assert len(left_behind) == 1 and pid_alive(left_behind[0])
-    left_port = urlsplit(registry_entries(state)[0]["base_url"]).port
+    assert len(left_behind) == LlamaCppServer().replicas and all(pid_alive(p) for p in left_behind)
+    left_ports = [urlsplit(e["base_url"]).port for e in registry_entries(state)]
 
     # 2. the same command again: resumes the same parent, runs only what had not finished
     second = _run_to_end(cmd, tmp_path, env)
@@ -115,8 +116,8 @@ def test_killed_sweep_resumes_under_one_parent_and_redoes_nothing(tmp_path):
     assert all(c.data.metrics["generator/calls"] + c.data.metrics["generator/cache_hits"] == N_QUESTIONS for c in new)
     assert _server_requests(state, second.pid) == calls
     # the server left behind was stopped; the restarted sweep's own server is gone too
-    assert not pid_alive(left_behind[0])
-    assert llama_server_pids(left_port) == []
+    assert not any(pid_alive(p) for p in left_behind)
+    assert all(llama_server_pids(port) == [] for port in left_ports)
     assert registry_entries(state) == []
 
     # 3. the finished sweep started again: a new parent, every answer from the cache
