@@ -172,3 +172,27 @@ def test_any_unicode_text(text, size, overlap):
     assert len(chunks) == len(chunker.windows(offsets))
     assert chunks[0].start == min(a for a, _ in offsets)
     assert chunks[-1].end == max(b for _, b in offsets)
+
+
+def test_the_tokenizer_batch_runs_in_parallel_even_where_the_cli_turned_it_off(monkeypatch):
+    # the CLI sets TOKENIZERS_PARALLELISM=false; the batched call turns it on for itself only
+    import os
+
+    from ragsweep import chunker as mod
+
+    seen = []
+    real = mod._backend("minilm")
+
+    class Spy:
+        def encode_batch(self, texts, **kw):
+            seen.append(os.environ.get("TOKENIZERS_PARALLELISM"))
+            return real.encode_batch(texts, **kw)
+
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
+    monkeypatch.setattr(mod, "_backend", lambda name: Spy())
+    chunks = TokenChunker(size=32, overlap=0).chunk([Document("d", LOREM * 5)])
+    assert chunks and seen == ["true"]
+    assert os.environ["TOKENIZERS_PARALLELISM"] == "false"  # put back: a later fork stays safe
+    monkeypatch.delenv("TOKENIZERS_PARALLELISM")
+    TokenChunker(size=32, overlap=0).chunk([Document("e", LOREM * 5)])
+    assert seen == ["true", "true"] and "TOKENIZERS_PARALLELISM" not in os.environ
