@@ -184,7 +184,7 @@ def main() -> int:
 
     load = os.getloadavg()
     md = [f"\n## {a.docs:,} documents ({size / 2**20:,.0f} MB JSONL), retrievers {a.retrievers}, source {a.src}\n",
-          f"command: `nice -n 10 python experiments/bench_corpus_scale.py --docs {a.docs} --retrievers {a.retrievers}`  ",
+          f"command: `python experiments/bench_corpus_scale.py {' '.join(sys.argv[1:])}`  ",
           f"machine: {os.cpu_count()} cores, shared with other jobs; load average at the end {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}\n",
           f"chunking throughput ({tp['docs']:,} documents, {tp['chunks']:,} chunks): chunker {tp['chunker_docs_s']:,.0f} doc/s, "
           f"tokenizer's batched limit {tp['tokenizer_docs_s']:,.0f} doc/s, ratio {tp['tokenizer_docs_s'] / tp['chunker_docs_s']:.2f}x\n",
