@@ -135,6 +135,10 @@ def main() -> int:
     p.add_argument("--timeout", type=float, default=3600)
     p.add_argument("--src", type=Path, default=ROOT / "src", help="the ragsweep source to run (e.g. an older checkout's src/)")
     p.add_argument("--skip-throughput", action="store_true")
+    p.add_argument("--warm-runs", type=int, default=1, help="how many warm runs after the cold one")
+    p.add_argument("--keep", action="store_true",
+                   help="keep an existing run dir (its cache and fingerprint memo): the first run is then warm for "
+                        "whatever that cache already holds, e.g. an older source's chunks and indexes")
     a = p.parse_args()
 
     corpus, queries, size = build_corpus(a.docs, a.workdir)
@@ -154,8 +158,9 @@ def main() -> int:
         time.sleep(1.0)
         for retriever in a.retrievers.split(","):
             run_dir = a.workdir / f"run_{a.docs}_{retriever}"
-            shutil.rmtree(run_dir, ignore_errors=True)
-            run_dir.mkdir(parents=True)
+            if not a.keep:
+                shutil.rmtree(run_dir, ignore_errors=True)
+            run_dir.mkdir(parents=True, exist_ok=True)
             env = {**os.environ, "PYTHONPATH": str(a.src), "FAKE_KEY": "x", "HF_HUB_OFFLINE": "1",
                    "TRANSFORMERS_OFFLINE": "1", "RAGSWEEP_FINGERPRINTS": str(run_dir / "fingerprints.json")}
             args = ["dataset=jsonl", f"dataset.corpus={corpus}", f"dataset.queries={queries}",
@@ -164,7 +169,7 @@ def main() -> int:
                     "generator.server.api_key_env=FAKE_KEY", "generator.name=fake",
                     f"cache_dir={run_dir / 'cache'}", f"mlflow.tracking_uri=sqlite:///{run_dir / 'mlflow.db'}",
                     f"mlflow.artifact_location={run_dir / 'artifacts'}", f"hydra.run.dir={run_dir / 'hydra'}"]
-            for phase in ("cold", "warm"):
+            for phase in ["first" if a.keep else "cold"] + [f"warm{i + 1}" if a.warm_runs > 1 else "warm" for i in range(a.warm_runs)]:
                 r = run_cli(args, env, run_dir, a.timeout)
                 r.update(retriever=retriever, phase=phase, cache_mb=du(run_dir / "cache") / 2**20)
                 rows.append(r)
@@ -179,7 +184,7 @@ def main() -> int:
 
     load = os.getloadavg()
     md = [f"\n## {a.docs:,} documents ({size / 2**20:,.0f} MB JSONL), retrievers {a.retrievers}, source {a.src}\n",
-          f"command: `nice -n 10 python experiments/bench_corpus_scale.py --docs {a.docs} --retrievers {a.retrievers}`  ",
+          f"command: `python experiments/bench_corpus_scale.py {' '.join(sys.argv[1:])}`  ",
           f"machine: {os.cpu_count()} cores, shared with other jobs; load average at the end {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}\n",
           f"chunking throughput ({tp['docs']:,} documents, {tp['chunks']:,} chunks): chunker {tp['chunker_docs_s']:,.0f} doc/s, "
           f"tokenizer's batched limit {tp['tokenizer_docs_s']:,.0f} doc/s, ratio {tp['tokenizer_docs_s'] / tp['chunker_docs_s']:.2f}x\n",

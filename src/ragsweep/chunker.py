@@ -132,7 +132,7 @@ class TokenChunker:
         as they are produced (:mod:`ragsweep.chunkstore`; the cache records only the file) and
         returned as a memory-mapped :class:`~ragsweep.chunkstore.ChunkTable`; without one, as a
         list."""
-        if not isinstance(documents, list):
+        if not isinstance(documents, Sequence):  # a Sequence (a lazy corpus) stays one: a cache hit needs no text
             documents = list(documents)
         if cache is None or not getattr(cache, "enabled", True):
             return self._chunk_all(documents)

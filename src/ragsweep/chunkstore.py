@@ -59,6 +59,18 @@ class ChunkTable(Sequence[Chunk]):
         for b in self._batches:
             yield from map(Chunk, *(b.column(j).to_pylist() for j in range(5)))
 
+    def of_docs(self, doc_ids: Iterable[str]) -> list[tuple[int, Chunk]]:
+        """``(row, chunk)`` of every chunk of these documents, in order: only the ``doc_id``
+        column is scanned, no other chunk is built (a run's relevant documents, not the corpus)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        ids = sorted(set(doc_ids))
+        if not ids:
+            return []
+        rows = pc.indices_nonzero(pc.is_in(self._table.column("doc_id"), value_set=pa.array(ids, pa.string())))
+        return [(i, self[i]) for i in rows.to_pylist()]
+
     def texts(self, start: int = 0, stop: int | None = None) -> list[str]:
         stop = len(self) if stop is None else min(stop, len(self))
         return self._table.column("text").slice(start, max(0, stop - start)).to_pylist()

@@ -32,6 +32,8 @@ from typing import Any, Iterable
 
 from omegaconf import DictConfig, OmegaConf
 
+from ragsweep.dataset.doctable import doc_ids_of
+
 log = logging.getLogger("ragsweep.degenerate")
 
 #: swept keys this analysis understands, and their short names
@@ -190,7 +192,7 @@ def analyse(config: DictConfig, points: dict[str, list[Any]] | None = None, data
             size, overlap = (v, base_overlap) if key == "chunker.size" else (base_size, v)
             chunks = chunks_for(size, overlap)
             per_doc = _by_doc(chunks)
-            counts = [len(per_doc.get(d.doc_id, ())) for d in dataset.documents]
+            counts = [len(per_doc.get(d, ())) for d in doc_ids_of(dataset.documents)]
             row: dict[str, Any] = {
                 "param": key, "value": v, "chunks": len(chunks),
                 "chunks_per_document_mean": round(len(chunks) / max(n_docs, 1), 3),
@@ -202,7 +204,7 @@ def analyse(config: DictConfig, points: dict[str, list[Any]] | None = None, data
             row["top_k"] = ks[0]
             if prev is not None:
                 pv, pdoc = prev
-                same_docs = sum(1 for d in dataset.documents if per_doc.get(d.doc_id, set()) == pdoc.get(d.doc_id, set()))
+                same_docs = sum(1 for d in doc_ids_of(dataset.documents) if per_doc.get(d, set()) == pdoc.get(d, set()))
                 a = {(d, s) for d, ss in per_doc.items() for s in ss}
                 b = {(d, s) for d, ss in pdoc.items() for s in ss}
                 row["vs"] = pv

@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ragsweep.cache import Cache
 from ragsweep.config import flatten, validate
+from ragsweep.dataset.doctable import titles_of  # the retrieved chunks' titles, no corpus parse
 from ragsweep import ledger, retrieval_only, signals
 from ragsweep.errors import FailureRateExceeded
 from ragsweep.metrics import registry
@@ -141,7 +142,7 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
     # -- prompts ---------------------------------------------------------------------------------
     prompt = instantiate(cfg.prompt)
     gen_cfg = cfg.generator
-    titles = {d.doc_id: d.title for d in dataset.documents}
+    titles = titles_of(dataset.documents, {h.chunk.doc_id for hits in results.values() for h in hits})
     try:
         if own_server:
             with timer("server_start"):

@@ -7,6 +7,7 @@ re-chunking: a chunk is relevant when it overlaps a span of its document.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Sequence
 
 
 @dataclass(frozen=True)
@@ -55,8 +56,12 @@ class Hit:
 
 @dataclass
 class Dataset:
+    """``documents`` is a list, or (a JSONL/BEIR corpus file unchanged since a run parsed it) a
+    :class:`ragsweep.dataset.doctable.LazyDocuments`: ``len`` and its ``titles``/``lengths``/
+    ``doc_ids()`` need no parse; iterating or indexing it parses the file (once)."""
+
     name: str
-    documents: list[Document]
+    documents: Sequence[Document]
     queries: list[Query]
     has_relevance: bool = False
     has_answers: bool = False
@@ -64,6 +69,7 @@ class Dataset:
 
     @property
     def doc_index(self) -> dict[str, Document]:
+        """Every document by id (a lazy corpus is parsed for it)."""
         return {d.doc_id: d for d in self.documents}
 
 

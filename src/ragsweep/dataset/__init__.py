@@ -8,10 +8,10 @@ returning a :class:`ragsweep.types.Dataset`. Relevance is expressed as character
 documents so that it survives any chunking.
 """
 
+from ragsweep.dataset.beir import BeirDataset
 from ragsweep.dataset.benchmark import RagcheckerBenchmark
 from ragsweep.dataset.loaders import (
     BUILTIN,
-    BeirDataset,
     ClapNQ,
     JsonlDataset,
     RagbenchPaperQA,

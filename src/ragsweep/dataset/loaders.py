@@ -9,15 +9,14 @@ documents so that it survives any chunking.
 
 from __future__ import annotations
 
-import csv
 import json
 import logging
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, ClassVar, Iterator
+from typing import Any, ClassVar, Iterator, Mapping, Sequence
 
-from ragsweep.dataset.fingerprint import remembered
+from ragsweep.dataset.doctable import LazyDocuments, corpus_key, open_warm, remember
 from ragsweep.errors import DataError
 from ragsweep.types import Dataset, Document, Query, Span
 
@@ -113,19 +112,15 @@ def _require(obj: dict, field: str, where: str) -> Any:
     return value
 
 
-def finish(name: str, documents: list[Document], queries: list[Query], limit: int | None, source: str) -> Dataset:
-    """Common checks: empty documents skipped and counted, duplicate ids and an empty corpus rejected."""
-    seen: set[str] = set()
-    kept: list[Document] = []
-    empty = 0
-    for d in documents:
-        if d.doc_id in seen:
-            raise DataError(f"{source}: duplicate doc_id '{d.doc_id}'; document ids must be unique")
-        seen.add(d.doc_id)
-        if not d.text.strip():
-            empty += 1
-            continue
-        kept.append(d)
+def finish(name: str, documents: Sequence[Document], queries: list[Query], limit: int | None, source: str) -> Dataset:
+    """Common checks: empty documents skipped and counted, duplicate ids and an empty corpus rejected.
+
+    A :class:`~ragsweep.dataset.doctable.LazyDocuments` (a corpus unchanged since the run that
+    checked it) is not checked again: its counts come from its table."""
+    if isinstance(documents, LazyDocuments):
+        kept, empty = documents, documents.empty_skipped
+    else:
+        kept, empty = _kept(documents, source)
     if empty:
         log.warning("%s: skipped %d empty document(s)", source, empty)
     if not kept:
@@ -150,6 +145,22 @@ def finish(name: str, documents: list[Document], queries: list[Query], limit: in
     )
 
 
+def _kept(documents: Sequence[Document], source: str) -> tuple[list[Document], int]:
+    """The non-empty documents and how many were empty; a duplicate id is an error."""
+    seen: set[str] = set()
+    kept: list[Document] = []
+    empty = 0
+    for d in documents:
+        if d.doc_id in seen:
+            raise DataError(f"{source}: duplicate doc_id '{d.doc_id}'; document ids must be unique")
+        seen.add(d.doc_id)
+        if not d.text.strip():
+            empty += 1
+            continue
+        kept.append(d)
+    return kept, empty
+
+
 def _require_documents(documents: list[Document], source: str) -> None:
     """An empty corpus is named as such before any query is checked against it."""
     if not any(d.text.strip() for d in documents):
@@ -163,14 +174,32 @@ def _unique(seen: dict[str, int], value: str, field: str, path: Path, n: int) ->
     seen[value] = n
 
 
-def _whole_doc_spans(doc_ids: list[str], docs: dict[str, Document], where: str) -> tuple[Span, ...]:
+def _whole_doc_spans(doc_ids: list[str], lengths: Mapping[str, int], where: str) -> tuple[Span, ...]:
+    """Each relevant document as a whole (``lengths``: doc_id -> its text's length)."""
     spans = []
     for did in doc_ids:
         did = str(did)
-        if did not in docs:
+        if did not in lengths:
             raise DataError(f"{where}: relevant document '{did}' is not in the corpus")
-        spans.append(Span(did, 0, len(docs[did].text)))
+        spans.append(Span(did, 0, lengths[did]))
     return tuple(spans)
+
+
+def _lengths(documents: Sequence[Document]) -> Mapping[str, int]:
+    return documents.lengths if isinstance(documents, LazyDocuments) else {d.doc_id: len(d.text) for d in documents}
+
+
+def _warm_or_cold(build: Any, key: str | None, parse: Any, source: str) -> Dataset:
+    """``build(documents)`` over the unchanged corpus's table when there is one, else over the
+    parsed file. A warm build that fails (a bad queries file, a relevant document that is empty)
+    is redone cold, so every error is the cold run's own."""
+    warm = open_warm(key, parse, source)
+    if warm is not None:
+        try:
+            return build(warm)
+        except DataError:
+            pass
+    return build(None)
 
 
 class ClapNQ(_Loader):
@@ -226,7 +255,7 @@ class RagbenchPaperQA(_Loader):
         path = Path(str(BUILTIN / "ragbench_paper_qa" / "ragbench_paper_qa.json"))
         data = read_json(path)
         documents = [Document(str(k), v) for k, v in data["corpus"].items()]
-        docs = {d.doc_id: d for d in documents}
+        docs = _lengths(documents)
         queries = [
             Query(str(qid), text, None, _whole_doc_spans(data["relevant_contexts"].get(qid, []), docs, f"{path} question {qid}"))
             for qid, text in data["questions"].items()
@@ -251,7 +280,17 @@ class JsonlDataset(_Loader):
                 _require_setting(getattr(self, field), field, "jsonl", "PATH.jsonl")
 
     def load(self) -> Dataset:
-        cpath, qpath = Path(self.config.corpus), Path(self.config.queries)
+        """The corpus file is parsed and checked on a cold run only: later runs over the same
+        unchanged file read its document table (:mod:`ragsweep.dataset.doctable`)."""
+        cpath = Path(self.config.corpus)
+        key = corpus_key([cpath], "jsonl") if cpath.is_file() else None
+        return _warm_or_cold(lambda warm: self._build(warm, key), key, self._parsed, str(cpath))
+
+    def _parsed(self) -> list[Document]:
+        return [d for d in self._corpus() if d.text.strip()]
+
+    def _corpus(self) -> list[Document]:
+        cpath = Path(self.config.corpus)
         documents = []
         seen: dict[str, int] = {}
         for n, obj in read_jsonl(cpath):
@@ -264,7 +303,12 @@ class JsonlDataset(_Loader):
             documents.append(Document(str(_require(obj, "doc_id", where)), text, obj.get("title")))
             _unique(seen, documents[-1].doc_id, "doc_id", cpath, n)
         _require_documents(documents, str(cpath))
-        docs = {d.doc_id: d for d in documents}
+        return documents
+
+    def _build(self, warm: LazyDocuments | None, key: str | None) -> Dataset:
+        cpath, qpath = Path(self.config.corpus), Path(self.config.queries)
+        documents = self._corpus() if warm is None else warm
+        docs = _lengths(documents)
         queries = []
         qseen: dict[str, int] = {}
         for n, obj in read_jsonl(qpath):
@@ -277,55 +321,8 @@ class JsonlDataset(_Loader):
                 Query(str(_require(obj, "query_id", where)), str(_require(obj, "query", where)), obj.get("gt_answer"), _whole_doc_spans(rel, docs, where))
             )
         ds = finish(self.config.name, documents, queries, self.config.limit, str(cpath))
-        ds.documents = remembered([cpath], "jsonl", ds.documents)  # the corpus fingerprint, hashed once per file
-        return ds
-
-
-class BeirDataset(_Loader):
-    """BEIR layout: ``corpus.jsonl`` (``_id, title, text``), ``queries.jsonl`` (``_id, text``),
-    ``qrels/<split>.tsv`` (``query-id, corpus-id, score``). Only queries with qrels are kept."""
-
-    @dataclass
-    class Config(_PathConfig):
-        split: str = "test"
-        name: str = "beir"
-        title_in_text: bool = False  # index "title text" as BEIR's evaluations do (the published SciFact figures)
-        PATH_EXAMPLE: ClassVar[str] = "DIR (with corpus.jsonl, queries.jsonl, qrels/)"
-
-    def load(self) -> Dataset:
-        root = Path(self.config.path)
-        documents = []
-        for n, obj in read_jsonl(root / "corpus.jsonl"):
-            where = f"{root / 'corpus.jsonl'}:{n}"
-            text = str(obj.get("text") or "")
-            if self.config.title_in_text and obj.get("title"):
-                text = f"{obj['title']} {text}".strip()
-            documents.append(Document(str(_require(obj, "_id", where)), text, obj.get("title") or None))
-        _require_documents(documents, str(root / "corpus.jsonl"))
-        docs = {d.doc_id: d for d in documents}
-        qrels_path = root / "qrels" / f"{self.config.split}.tsv"
-        if not qrels_path.is_file():
-            have = sorted(p.stem for p in (root / "qrels").glob("*.tsv")) if (root / "qrels").is_dir() else []
-            raise DataError(f"{qrels_path}: not found; dataset.split={self.config.split!r}, available splits: {have or 'none'}")
-        qrels: dict[str, list[str]] = {}
-        with open(qrels_path, encoding="utf-8", newline="") as fh:
-            for n, row in enumerate(csv.reader(fh, delimiter="\t"), start=1):
-                if not row or (n == 1 and not row[-1].strip().lstrip("-").isdigit()):
-                    continue  # header
-                if len(row) < 3:
-                    raise DataError(f"{qrels_path}:{n}: expected 3 tab-separated columns query-id, corpus-id, score")
-                qid, did, score = row[0], row[1], row[2]
-                if did not in docs:
-                    raise DataError(f"{qrels_path}:{n}: corpus-id '{did}' is not in corpus.jsonl")
-                if float(score) > 0:
-                    qrels.setdefault(qid, []).append(did)
-        queries = []
-        for n, obj in read_jsonl(root / "queries.jsonl"):
-            qid = str(_require(obj, "_id", f"{root / 'queries.jsonl'}:{n}"))
-            if qid in qrels:
-                queries.append(Query(qid, str(obj.get("text", "")), None, _whole_doc_spans(qrels[qid], docs, str(qrels_path))))
-        ds = finish(self.config.name, documents, queries, self.config.limit, str(root))
-        ds.documents = remembered([root / "corpus.jsonl"], "beir", ds.documents)
+        if warm is None:  # the corpus fingerprint, hashed once per file; its table for the next runs
+            ds.documents = remember(key, [cpath], "jsonl", ds.documents, ds.stats["empty_documents_skipped"])
         return ds
 
 

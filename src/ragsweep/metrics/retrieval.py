@@ -104,6 +104,8 @@ def retrieval_metrics_per_query(
     by_doc: dict[str, list[Chunk]] | None = None
     if chunks is not None:
         by_doc = defaultdict(list)
+        if hasattr(chunks, "of_docs"):  # a chunk file: only the relevant documents' chunks are read
+            chunks = [c for _, c in chunks.of_docs({s.doc_id for q in queries for s in q.relevant})]
         for c in chunks:
             by_doc[c.doc_id].append(c)
     out: dict[str, dict[str, float]] = {}

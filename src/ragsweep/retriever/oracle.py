@@ -37,11 +37,15 @@ class OracleRetriever(Retriever):
     Config = OracleConfig
 
     def index(self, chunks: Sequence[Chunk], cache: Any = None, progress: Any = None) -> None:
-        self.chunks = list(chunks)
-        self.fingerprint = chunks_fingerprint(self.chunks)
+        # a chunk file (ChunkTable) stays on disk: search reads only the labelled documents' chunks
+        self._lazy = hasattr(chunks, "of_docs")
+        self.chunks = chunks if self._lazy else list(chunks)
+        self.fingerprint = getattr(chunks, "fingerprint", None) or chunks_fingerprint(self.chunks)
         self._by_doc: dict[str, list[int]] = defaultdict(list)
-        for i, c in enumerate(self.chunks):
-            self._by_doc[c.doc_id].append(i)
+        self._read: set[str] = set()
+        if not self._lazy:
+            for i, c in enumerate(self.chunks):
+                self._by_doc[c.doc_id].append(i)
         self.stats["no_labels"] = 0
 
     def search(self, queries: Sequence[Query], k: int | None = None, cache: Any = None) -> dict[str, list[Hit]]:
@@ -50,6 +54,11 @@ class OracleRetriever(Retriever):
         k = self.top_k if k is None else int(k)
         if k < 1:
             raise ValueError(f"retriever.search k ({k}) must be >= 1")
+        if self._lazy:
+            wanted = {s.doc_id for q in queries for s in q.relevant} - self._read
+            for i, c in self.chunks.of_docs(wanted):  # type: ignore[attr-defined]
+                self._by_doc[c.doc_id].append(i)
+            self._read |= wanted
         out: dict[str, list[Hit]] = {}
         unlabelled = 0
         for q in queries:

@@ -1,0 +1,86 @@
+"""The BEIR layout as a dataset (``dataset=beir``): ``corpus.jsonl``, ``queries.jsonl``,
+``qrels/<split>.tsv``; built on the shared helpers of :mod:`ragsweep.dataset.loaders`, its corpus
+parsed on a cold run only (:mod:`ragsweep.dataset.doctable`)."""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ragsweep.dataset.doctable import LazyDocuments, corpus_key, remember
+from ragsweep.dataset.loaders import (_Loader, _lengths, _PathConfig, _require, _require_documents,
+                                      _warm_or_cold, _whole_doc_spans, finish, read_jsonl)
+from ragsweep.errors import DataError
+from ragsweep.types import Dataset, Document, Query
+
+
+class BeirDataset(_Loader):
+    """BEIR layout: ``corpus.jsonl`` (``_id, title, text``), ``queries.jsonl`` (``_id, text``),
+    ``qrels/<split>.tsv`` (``query-id, corpus-id, score``). Only queries with qrels are kept."""
+
+    @dataclass
+    class Config(_PathConfig):
+        split: str = "test"
+        name: str = "beir"
+        title_in_text: bool = False  # index "title text" as BEIR's evaluations do (the published SciFact figures)
+        PATH_EXAMPLE: ClassVar[str] = "DIR (with corpus.jsonl, queries.jsonl, qrels/)"
+
+    def load(self) -> Dataset:
+        """Like :meth:`JsonlDataset.load`: ``corpus.jsonl`` is parsed on a cold run only."""
+        cfile = Path(self.config.path) / "corpus.jsonl"
+        key = corpus_key([cfile], self._key_config()) if cfile.is_file() else None
+        return _warm_or_cold(lambda warm: self._build(warm, key), key, self._parsed, str(cfile))
+
+    def _key_config(self) -> list[Any]:
+        return ["beir", self.config.title_in_text]  # title_in_text changes every text
+
+    def _parsed(self) -> list[Document]:
+        return [d for d in self._corpus() if d.text.strip()]
+
+    def _corpus(self) -> list[Document]:
+        root = Path(self.config.path)
+        documents = []
+        for n, obj in read_jsonl(root / "corpus.jsonl"):
+            where = f"{root / 'corpus.jsonl'}:{n}"
+            text = str(obj.get("text") or "")
+            if self.config.title_in_text and obj.get("title"):
+                text = f"{obj['title']} {text}".strip()
+            documents.append(Document(str(_require(obj, "_id", where)), text, obj.get("title") or None))
+        _require_documents(documents, str(root / "corpus.jsonl"))
+        return documents
+
+    def _build(self, warm: LazyDocuments | None, key: str | None) -> Dataset:
+        root = Path(self.config.path)
+        documents = self._corpus() if warm is None else warm
+        docs = _lengths(documents)
+        qrels_path = root / "qrels" / f"{self.config.split}.tsv"
+        if not qrels_path.is_file():
+            have = sorted(p.stem for p in (root / "qrels").glob("*.tsv")) if (root / "qrels").is_dir() else []
+            raise DataError(f"{qrels_path}: not found; dataset.split={self.config.split!r}, available splits: {have or 'none'}")
+        qrels: dict[str, list[str]] = {}
+        with open(qrels_path, encoding="utf-8", newline="") as fh:
+            for n, row in enumerate(csv.reader(fh, delimiter="\t"), start=1):
+                if not row or (n == 1 and not row[-1].strip().lstrip("-").isdigit()):
+                    continue  # header
+                if len(row) < 3:
+                    raise DataError(f"{qrels_path}:{n}: expected 3 tab-separated columns query-id, corpus-id, score")
+                qid, did, score = row[0], row[1], row[2]
+                if did not in docs:
+                    raise DataError(f"{qrels_path}:{n}: corpus-id '{did}' is not in corpus.jsonl")
+                if float(score) > 0:
+                    qrels.setdefault(qid, []).append(did)
+        queries = []
+        for n, obj in read_jsonl(root / "queries.jsonl"):
+            qid = str(_require(obj, "_id", f"{root / 'queries.jsonl'}:{n}"))
+            if qid in qrels:
+                queries.append(Query(qid, str(obj.get("text", "")), None, _whole_doc_spans(qrels[qid], docs, str(qrels_path))))
+        ds = finish(self.config.name, documents, queries, self.config.limit, str(root))
+        if warm is None:
+            ds.documents = remember(key, [root / "corpus.jsonl"], self._key_config(), ds.documents,
+                                    ds.stats["empty_documents_skipped"])
+        return ds
+
+
+__all__ = ["BeirDataset"]

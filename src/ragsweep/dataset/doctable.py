@@ -1,0 +1,229 @@
+"""A corpus file read once: later runs over the unchanged file do not parse it again.
+
+A loader that reads a large corpus file (``dataset=jsonl``, ``dataset=beir``) writes, after a
+cold run has parsed and checked it, a small *document table*: one Arrow IPC file per source key
+(each source file's ``(path, size, mtime, inode)`` and the loader's config, as the fingerprint
+memo of :mod:`ragsweep.dataset.fingerprint`) holding every kept document's ``doc_id``, ``title``
+and text length, a ``doc_id``-sorted order for lookups, and in its metadata the corpus
+fingerprint and the number of empty documents skipped. No document text is stored.
+
+A later run whose source files are unchanged opens that table memory-mapped
+(:func:`open_warm`) and gets a :class:`LazyDocuments`: its length, fingerprint, ``doc_id`` ->
+length/title lookups (binary search over the sorted order: a few page reads, not a dict over every
+document) and ``doc_ids()`` come from the table; only something that needs the documents'
+*text* (iterating them, indexing them: chunking with a chunker config not cached yet, the Ray
+chunker, ``Dataset.doc_index``) parses the corpus file, once, and says so in the log. The
+chunker's cache hit needs only the fingerprint; a run's prompt titles need only the retrieved
+chunks' documents (:func:`titles_of`).
+
+A source file changed in size, mtime or inode is a different key (parsed and checked again, a new
+table); a file written in the last few seconds never gets a table (``fingerprint.RACY_S``); a
+table that cannot be written (read-only cache, ids Arrow cannot store) only costs the next run a
+parse. The newest :data:`KEEP` tables are kept.
+"""
+
+from __future__ import annotations
+
+import bisect
+import collections.abc
+import logging
+import os
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+from ragsweep.dataset.fingerprint import RACY_S, Documents, memo_path, remembered, source_key
+from ragsweep.types import Document
+
+log = logging.getLogger(__name__)
+
+FORMAT = "doctable-v1"
+#: how many document tables stay on disk (the newest)
+KEEP = 16
+
+
+def tables_dir() -> Path:
+    """Beside the fingerprint memo: ``~/.cache/ragsweep/documents`` (``RAGSWEEP_FINGERPRINTS``'s folder)."""
+    return memo_path().parent / "documents"
+
+
+def corpus_key(paths: Sequence[str | os.PathLike], config: Any) -> str | None:
+    """The table's key for these source files as they are now; ``None`` when one cannot be
+    stat'ed or was written in the last ``RACY_S`` seconds (a same-size rewrite could keep its
+    mtime: such a file is always parsed)."""
+    import time
+
+    try:
+        if any(time.time() - os.stat(p).st_mtime < RACY_S for p in paths):
+            return None
+        return source_key(paths, [FORMAT, config])
+    except OSError:
+        return None
+
+
+class _Sorted:
+    """``doc_id`` -> row, by binary search over the table's ``doc_id``-sorted order."""
+
+    def __init__(self, ids: Any, order: Any):
+        self.ids, self.order = ids, order
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def __getitem__(self, k: int) -> str:
+        return self.ids[self.order[k].as_py()].as_py()
+
+    def row(self, doc_id: str) -> int | None:
+        k = bisect.bisect_left(self, doc_id)
+        if k < len(self.order) and self[k] == doc_id:
+            return self.order[k].as_py()
+        return None
+
+
+class _Column(Mapping[str, Any]):
+    """A read-only ``doc_id`` -> value view of one table column (``len`` and ``get`` without a
+    parse; iterating it lists every ``doc_id``)."""
+
+    def __init__(self, docs: "LazyDocuments", column: str):
+        self._docs, self._column = docs, column
+
+    def __getitem__(self, doc_id: str) -> Any:
+        row = self._docs._find.row(doc_id) if isinstance(doc_id, str) else None
+        if row is None:
+            raise KeyError(doc_id)
+        return self._docs._cols[self._column][row].as_py()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._docs.doc_ids())
+
+    def __len__(self) -> int:
+        return len(self._docs)
+
+
+class LazyDocuments(collections.abc.Sequence):
+    """The kept documents of a corpus file unchanged since the run that parsed it, from its
+    document table: ``len``, ``fingerprint``, :attr:`lengths`, :attr:`titles`, :meth:`doc_ids` read
+    the table; iterating or indexing parses the corpus (``parse``, once) and says so."""
+
+    def __init__(self, path: str | os.PathLike, parse: Callable[[], list[Document]], source: str):
+        import pyarrow as pa
+
+        self.path, self._parse, self.source = Path(path), parse, source
+        table = pa.ipc.open_file(pa.memory_map(str(self.path), "r")).read_all()
+        meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
+        if meta.get("format") != FORMAT:
+            raise ValueError(f"{self.path}: not a {FORMAT} document table")
+        self.fingerprint: str = meta["fingerprint"]
+        self.empty_skipped = int(meta["empty_skipped"])
+        self._cols = {name: table.column(name).combine_chunks() for name in ("doc_id", "title", "length", "order")}
+        self._find = _Sorted(self._cols["doc_id"], self._cols["order"])
+        self.lengths: Mapping[str, int] = _Column(self, "length")
+        self.titles: Mapping[str, str | None] = _Column(self, "title")
+        self._docs: list[Document] | None = None
+
+    def __len__(self) -> int:
+        return len(self._cols["doc_id"])
+
+    def doc_ids(self) -> list[str]:
+        return self._cols["doc_id"].to_pylist()
+
+    def parsed(self) -> list[Document]:
+        """The documents themselves: the corpus file parsed (once), checked against the table."""
+        if self._docs is None:
+            log.info("%s: reading the corpus file (every document's text is needed)", self.source)
+            docs = self._parse()
+            if len(docs) != len(self) or any(a != b for a, b in zip((d.doc_id for d in docs), self.doc_ids())):
+                raise RuntimeError(f"{self.source}: the corpus file changed while this run used it; run again")
+            self._docs = docs
+        return self._docs
+
+    def __getitem__(self, i: Any) -> Any:
+        return self.parsed()[i]
+
+    def __iter__(self) -> Iterator[Document]:
+        return iter(self.parsed())
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, collections.abc.Sequence) or isinstance(other, str):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __reduce__(self) -> Any:
+        return (LazyDocuments, (str(self.path), self._parse, self.source))
+
+    def __repr__(self) -> str:
+        return f"LazyDocuments({len(self)} documents of {self.source}, {'parsed' if self._docs is not None else 'not parsed'})"
+
+
+def open_warm(key: str | None, parse: Callable[[], list[Document]], source: str) -> LazyDocuments | None:
+    """The documents of an unchanged corpus from its table (``key`` from :func:`corpus_key`), or
+    ``None`` when there is none (the loader then parses the file)."""
+    if key is None:
+        return None
+    path = tables_dir() / f"{key}.arrow"
+    if not path.is_file():
+        return None
+    try:
+        docs = LazyDocuments(path, parse, source)
+    except Exception as exc:  # a truncated or foreign file: parse the corpus, write a new table
+        log.debug("document table %s unreadable (%s): parsing the corpus", path, exc)
+        return None
+    log.info("%s: unchanged since it was read (%d documents); not parsed again", source, len(docs))
+    return docs
+
+
+def remember(key: str | None, paths: Sequence[str | os.PathLike], config: Any, documents: Sequence[Document],
+             empty_skipped: int) -> Documents:
+    """The parsed, kept ``documents`` with their fingerprint (:func:`fingerprint.remembered`),
+    and their document table written under ``key`` (none when ``key`` is ``None``)."""
+    docs = remembered(paths, config, documents)
+    if key is not None:
+        try:
+            _write(tables_dir() / f"{key}.arrow", docs, str(docs.fingerprint), empty_skipped)
+        except Exception as exc:  # only the next run's speed depends on it
+            log.debug("document table not written (%s): the next run parses the corpus again", exc)
+    return docs
+
+
+def _write(path: Path, docs: Sequence[Document], fingerprint: str, empty_skipped: int) -> None:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    ids = pa.array([d.doc_id for d in docs], pa.string())
+    table = pa.table(
+        {"doc_id": ids, "title": pa.array([d.title for d in docs], pa.string()),
+         "length": pa.array([len(d.text) for d in docs], pa.int64()),
+         "order": pc.sort_indices(ids).cast(pa.int64())},
+        metadata={"format": FORMAT, "fingerprint": fingerprint, "empty_skipped": str(empty_skipped)},
+    )
+    # Arrow sorts strings by UTF-8 bytes, Python by code points: the same order for valid text
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".tmp-{path.name}-{uuid.uuid4().hex}"
+    try:
+        with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    tables = sorted(path.parent.glob("*.arrow"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in tables[KEEP:]:
+        old.unlink(missing_ok=True)
+
+
+def titles_of(documents: Sequence[Document], doc_ids: Any = None) -> Mapping[str, str | None]:
+    """``doc_id`` -> title for the prompt: a lazy corpus's table view (no parse), else a dict
+    (over ``doc_ids`` only when given)."""
+    if isinstance(documents, LazyDocuments):
+        return documents.titles
+    wanted = None if doc_ids is None else set(doc_ids)
+    return {d.doc_id: d.title for d in documents if wanted is None or d.doc_id in wanted}
+
+
+def doc_ids_of(documents: Sequence[Document]) -> list[str]:
+    """Every ``doc_id`` in order (a lazy corpus: from its table, no parse)."""
+    return documents.doc_ids() if isinstance(documents, LazyDocuments) else [d.doc_id for d in documents]
+
+
+__all__ = ["LazyDocuments", "corpus_key", "doc_ids_of", "open_warm", "remember", "tables_dir", "titles_of"]
