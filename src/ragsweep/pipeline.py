@@ -193,9 +193,8 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
     finally:
         if own_server:
             server.stop()
-            for path in getattr(server, "log_paths", None) or [getattr(server, "log_path", None)]:
-                if path and Path(path).is_file():
-                    tracker.log_file(path, "server")  # the server's own log (each process's), beside the records
+            for path in [p for p in getattr(server, "log_paths", ()) if Path(p).is_file()]:
+                tracker.log_file(path, "server")  # each server process's own log, beside the records
 
     model = getattr(server, "model_name", None)
     records = []

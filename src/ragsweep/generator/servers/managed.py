@@ -159,6 +159,11 @@ class ManagedServer:
         return f"http://{host}:{self.port}/v1"
 
     @property
+    def log_paths(self) -> list[Path]:
+        """Every log this server writes (one per process), for a run's artifacts."""
+        return [self.log_path] if self.log_path is not None else []
+
+    @property
     def base_urls(self) -> list[str]:
         """Every endpoint that answers for this server (a client spreads requests over them)."""
         return [self.base_url]
