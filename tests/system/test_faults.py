@@ -512,7 +512,7 @@ def wait_for_generation(proc: subprocess.Popen, state: Path, timeout: float = 15
     raise AssertionError(f"no generation seen (rc={proc.poll()}): {err[-3000:]}")
 
 
-LLAMA = [NO_EVAL, "generator.max_tokens=48", "generator.concurrency=1", "generator.max_retries=1", "generator.backoff_s=0.2"]
+LLAMA = [NO_EVAL, "generator.max_tokens=48", "generator.concurrency=1", "generator.server.replicas=1", "generator.max_retries=1", "generator.backoff_s=0.2"]
 
 
 @pytest.mark.slow

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from support import SRC
-from ragsweep.generator.server import pid_alive
+from ragsweep.generator.server import LlamaCppServer, pid_alive
 
 PY = sys.executable
 
@@ -174,20 +174,24 @@ def is_loopback(addr: str) -> bool:
 
 
 def check_one_shared_server(tmp_path: Path, sweep_dir: Path, launcher_pid: int, n_requests: int) -> None:
-    """One llama.cpp server for the sweep, started by the launching process, used by every job, gone."""
+    """One llama.cpp server for the sweep (its processes: generator.server.replicas), started by the
+    launching process, used by every job, gone."""
     info = json.loads((sweep_dir / ".ragsweep_sweep.json").read_text())
     server = info["server"]
-    pid, port = int(server["pid"]), urlsplit(server["base_url"]).port
+    pid = int(server["pid"])
+    ports = sorted(urlsplit(u).port for u in server["base_urls"])
+    assert urlsplit(server["base_url"]).port in ports and len(ports) == LlamaCppServer().replicas
     logs = sorted((tmp_path / "state" / "servers" / "logs").glob("*.log"))
-    # ManagedServer names its log <kind>-<stamp>-<owner pid>-<port>.log: exactly one server was
-    # started under this test's registry, by the launching process, on the port the jobs were given
-    assert len(logs) == 1, [p.name for p in logs]
-    m = re.fullmatch(r"llamacpp-\d{8}-\d{6}-(\d+)-(\d+)\.log", logs[0].name)
-    assert m and int(m.group(1)) == launcher_pid and int(m.group(2)) == port, logs[0].name
-    # every generation of every job went to that server
-    assert logs[0].read_text(errors="replace").count("POST /v1/chat/completions") == n_requests
+    # ManagedServer names its log <kind>-<stamp>-<owner pid>-<port>.log: exactly the sweep's server
+    # processes were started under this test's registry, by the launching process, on the ports the
+    # jobs were given
+    names = [re.fullmatch(r"llamacpp-\d{8}-\d{6}-(\d+)-(\d+)\.log", p.name) for p in logs]
+    assert all(names) and {int(m.group(1)) for m in names} == {launcher_pid}, [p.name for p in logs]
+    assert sorted(int(m.group(2)) for m in names) == ports, [p.name for p in logs]
+    # every generation of every job went to those processes
+    assert sum(p.read_text(errors="replace").count("POST /v1/chat/completions") for p in logs) == n_requests
     assert not pid_alive(pid), f"the sweep's server pid {pid} is still running"
-    assert llama_server_pids(port) == []
+    assert all(llama_server_pids(port) == [] for port in ports)
     assert registry_entries(tmp_path / "state") == []
 
 
