@@ -37,3 +37,31 @@ def test_encode_block_encodes_sorted_by_length_and_puts_rows_back():
     rows = encode_block(["ccc", "a", "bb"], encode)
     assert seen == [["a", "bb", "ccc"]]
     assert rows[:, 0].tolist() == [3, 1, 2]
+
+
+def test_encode_blocks_gets_only_the_blocks_missing_from_a_partial_file(tmp_path):
+    from ragsweep.embeddings import EmbeddingFile
+
+    texts = [f"text {i} " + "x" * (i % 7) for i in range(10)]
+    fake = lambda todo: np.array([[len(t), 1.0] for t in todo], dtype=np.float32)  # noqa: E731
+    store = EmbeddingFile(tmp_path, "k")
+    sent = []
+
+    def first_block_then_kill(blocks):
+        for b in blocks:
+            sent.append(b)
+            yield encode_block(b, fake)
+            raise KeyboardInterrupt  # killed after the first block was written
+
+    with pytest.raises(KeyboardInterrupt):
+        store.build(texts, fake, block=4, encode_blocks=first_block_then_kill)
+    assert store.rows_done() == (4, 2) and sent == [texts[:4]]
+
+    def remote(blocks):
+        for b in blocks:
+            sent.append(b)
+            yield encode_block(b, fake)
+
+    rows = np.array(store.build(texts, fake, block=4, encode_blocks=remote))
+    assert sent[1:] == [texts[4:8], texts[8:]]  # only the missing blocks went out
+    assert rows[:, 0].tolist() == [len(t) for t in texts]
