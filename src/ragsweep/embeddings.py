@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -127,6 +127,15 @@ def embed_texts(
 CORPUS_BLOCK = 256
 
 
+def encode_block(part: list[str], encode: Callable[[list[str]], Any]) -> np.ndarray:
+    """One corpus block's rows in its order: encoded sorted by length (less padding), put back."""
+    order = sorted(range(len(part)), key=lambda i: len(part[i]))
+    out = np.asarray(encode([part[i] for i in order]), dtype=np.float32)
+    rows = np.empty_like(out)
+    rows[order] = out
+    return rows
+
+
 class EmbeddingFile:
     """The embeddings of a corpus (one row per text, in order) as a float32 memory-mapped file.
 
@@ -169,8 +178,13 @@ class EmbeddingFile:
         return rows, dim
 
     def build(self, texts: Sequence[str], encode: Callable[[list[str]], Any], progress: Any = None,
-              block: int = CORPUS_BLOCK) -> np.ndarray:
-        """Encode what is missing (resuming a partial file) and return the memory-mapped rows."""
+              block: int = CORPUS_BLOCK,
+              encode_blocks: Callable[[list[list[str]]], Iterable[np.ndarray]] | None = None) -> np.ndarray:
+        """Encode what is missing (resuming a partial file) and return the memory-mapped rows.
+
+        ``encode_blocks(blocks)``, when given, encodes the missing blocks (an iterator of lists of
+        texts) elsewhere (Ray) and yields each block's rows in order, as :func:`encode_block` would; they are appended here
+        exactly as local blocks are."""
         import fcntl
         import json
 
@@ -188,13 +202,10 @@ class EmbeddingFile:
                     f.truncate(start * 4 * dim)
             if progress is not None and start:
                 progress.update(start)
+            parts = (list(texts[s : s + block]) for s in range(start, len(texts), block))  # lazily
+            done = encode_blocks(parts) if encode_blocks is not None else (encode_block(p, encode) for p in parts)
             with open(vec_path, "ab") as f:
-                for s in range(start, len(texts), block):
-                    part = list(texts[s : s + block])
-                    order = sorted(range(len(part)), key=lambda i: len(part[i]))  # less padding
-                    out = np.asarray(encode([part[i] for i in order]), dtype=np.float32)
-                    rows = np.empty_like(out)
-                    rows[order] = out
+                for rows in done:
                     if dim is None:
                         dim = int(rows.shape[1])
                         (self.partial / "meta.json").write_text(json.dumps({"dim": dim}))
@@ -202,7 +213,7 @@ class EmbeddingFile:
                     f.flush()
                     os.fsync(f.fileno())
                     if progress is not None:
-                        progress.update(len(part))
+                        progress.update(len(rows))
             if dim is None:  # no texts at all
                 dim = 0
             (self.partial / "meta.json").write_text(json.dumps({"dim": dim, "rows": len(texts)}))

@@ -1,5 +1,6 @@
-"""``chunker.engine=ray`` on a real local Ray cluster (head + worker, 127.0.0.1): the chunks of
-a 2,000-document corpus are identical to the local engine's, and so is the chunk file."""
+"""``chunker.engine=ray`` and ``retriever.engine=ray`` on a real local Ray cluster (head + worker,
+127.0.0.1): the chunks of a 2,000-document corpus are identical to the local engine's, and so is
+the chunk file; the embedding file of 300 of its chunks is byte for byte the local one."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from support import SRC
 from support import SRC
 from test_launchers import _free_port, _pids_matching, _stop_pids  # noqa: E402
 
@@ -41,6 +41,16 @@ import pyarrow as pa
 ta = pa.ipc.open_file(pa.memory_map(str(next(a)))).read_all()
 tb = pa.ipc.open_file(pa.memory_map(str(next(b)))).read_all()
 print("tables equal", ta.equals(tb), flush=True)
+
+# retriever.engine=ray: the first 300 chunks (2 blocks, the last partial) encoded by Ray actors
+import numpy as np
+from ragsweep.retriever.dense import DenseRetriever
+texts = [c.text for c in local[:300]]
+mine = np.array(DenseRetriever(device="cpu").embed_corpus(texts, Cache(Path(sys.argv[2]) / "local")))
+theirs = np.array(DenseRetriever(device="cpu", engine="ray", ray_address=sys.argv[1]).embed_corpus(texts, Cache(Path(sys.argv[2]) / "ray")))
+files = [next((Path(sys.argv[2]) / k).rglob("vectors.f32")).read_bytes() for k in ("local", "ray")]
+print("embeddings", mine.shape, theirs.shape, "max abs diff", float(np.abs(mine - theirs).max()),
+      "files identical", files[0] == files[1], flush=True)
 """
 
 
@@ -71,6 +81,8 @@ def test_ray_engine_on_a_local_cluster_writes_the_same_chunks(tmp_path):
         assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
         assert "nodes 2 chunks" in proc.stdout and "same True" in proc.stdout, proc.stdout
         assert "tables equal True" in proc.stdout, proc.stdout
+        assert "embeddings (300, 384) (300, 384)" in proc.stdout, proc.stdout
+        assert "files identical True" in proc.stdout, proc.stdout
     finally:
         _stop_pids(_pids_matching(marks))
         shutil.rmtree(temp, ignore_errors=True)

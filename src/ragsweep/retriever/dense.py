@@ -21,9 +21,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from ragsweep.cache import Cache
-from ragsweep.embeddings import PROGRESS_MIN_TEXTS, EmbeddingFile, embed_texts, load_sentence_transformer
+from ragsweep.embeddings import CORPUS_BLOCK, PROGRESS_MIN_TEXTS, EmbeddingFile, embed_texts, load_sentence_transformer
 from ragsweep.embeddings import model_key as embedding_model_key
-from ragsweep.retriever import faiss_index
+from ragsweep.retriever import dense_ray, faiss_index
 from ragsweep.embeddings import minilm_path, model_id  # noqa: F401 - imported from here by others
 
 from ragsweep.retriever.base import SCORE_DECIMALS, Retriever, RetrieverConfig
@@ -54,6 +54,10 @@ class DenseConfig(RetrieverConfig):
     index: str = "flat"  # flat (exact) | hnsw (approximate: faster search over millions of chunks)
     hnsw_m: int = 32
     hnsw_ef_search: int = 128
+    #: where the corpus is encoded: ``local`` or ``ray`` (Ray Data actors, :mod:`.dense_ray`); same vectors
+    engine: str = "local"
+    ray_address: str | None = None  # engine=ray: null = a local Ray instance; "auto" or HOST:PORT joins a cluster
+    ray_num_gpus: float = 0  # engine=ray: GPUs per encoding actor (0: CPU actors)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -69,12 +73,13 @@ class DenseConfig(RetrieverConfig):
             raise ValueError("retriever.hnsw_m must be >= 2 and retriever.hnsw_ef_search >= 1 (e.g. 32 and 128)")
         if self.max_seq_length is not None and self.max_seq_length < 1:
             raise ValueError(f"retriever.max_seq_length ({self.max_seq_length}) must be >= 1 or null")
+        dense_ray.check_config(self.engine, self.ray_address, self.ray_num_gpus)
 
 
 class DenseRetriever(Retriever):
     name = "dense"
     Config = DenseConfig
-    result_neutral_fields = ("top_k", "device", "batch_size")  # hnsw_*: only with index=hnsw, part of the key
+    result_neutral_fields = ("top_k", "device", "batch_size", *dense_ray.RAY_FIELDS)  # hnsw_*: only with index=hnsw, part of the key
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -127,7 +132,11 @@ class DenseRetriever(Retriever):
     def embed_corpus(self, texts: Sequence[str], cache: Any = None) -> np.ndarray:
         """Raw float32 embeddings of the corpus ``texts`` in order: with a cache, a memory-mapped
         file appended 256 rows at a time (a kill loses at most one block; the next run resumes)."""
+        on_ray = self._ray_blocks if self.config.engine == "ray" else None
         if cache is None or not getattr(cache, "enabled", True):
+            if on_ray is not None and len(texts):
+                blocks = (list(texts[s : s + CORPUS_BLOCK]) for s in range(0, len(texts), CORPUS_BLOCK))
+                return np.concatenate(list(on_ray(blocks)))
             return self.embed(texts, None, desc="embedding chunks", normalize=False)
         from tqdm.auto import tqdm
 
@@ -150,10 +159,15 @@ class DenseRetriever(Retriever):
         bar = tqdm(total=len(texts), desc="embedding chunks", unit="chunk", disable=len(texts) < PROGRESS_MIN_TEXTS,
                    smoothing=0.1) if own else self.progress
         try:
-            return store.build(texts, encode, progress=bar)
+            return store.build(texts, encode, progress=bar, encode_blocks=on_ray)
         finally:
             if own:
                 bar.close()
+
+    def _ray_blocks(self, blocks: Any) -> Any:
+        from dataclasses import asdict
+
+        return dense_ray.encode_blocks(asdict(self.config), blocks, type(self))
 
     # -- index / search ---------------------------------------------------------------------
     def _build(self, chunks: list[Chunk], cache: Any) -> None:
