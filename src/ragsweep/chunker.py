@@ -26,7 +26,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from ragsweep.embeddings import resolve_model
-from ragsweep import chunkstore
+from ragsweep import chunkstore, ray_data
 from ragsweep.cache import Cache
 from ragsweep.dataset.fingerprint import corpus_fingerprint
 from ragsweep.retriever.base import build_config
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 #: show a progress bar above this many documents
 PROGRESS_MIN_DOCS = 200
-ENGINES = ("local", "ray")
+ENGINES = ray_data.ENGINES
 #: config fields that do not change the chunks (kept out of the chunk cache key)
 RESULT_NEUTRAL = ("engine", "ray_address")
 #: documents per call of the (parallel, Rust) batch tokenizer
@@ -293,16 +293,8 @@ class TokenChunker:
         """:meth:`iter_batches` on Ray: Ray Data ``map_batches`` over the documents (order kept),
         each worker running the same batched chunker; the chunks come back in document order."""
         import pyarrow as pa
-        import ray
 
-        if not ray.is_initialized():
-            ray.init(address=self.config.ray_address, include_dashboard=False, log_to_driver=False,
-                     configure_logging=False)
-        import ray.data
-
-        ctx = ray.data.DataContext.get_current()
-        ctx.execution_options.preserve_order = True
-        ctx.enable_progress_bars = False
+        ray = ray_data.session(self.config.ray_address)
         batch = batch or BATCH_DOCS
         table = pa.table({"doc_id": [d.doc_id for d in documents], "text": [d.text for d in documents]})
         ds = ray.data.from_arrow(table).map_batches(

@@ -70,6 +70,11 @@ def tags() -> dict[str, str]:
     return {MODE_TAG: MODE}
 
 
+def is_run(run: Any) -> bool:
+    """Whether an MLflow run was retrieval-only (its ``ragsweep.mode`` tag)."""
+    return run.data.tags.get(MODE_TAG) == MODE
+
+
 class NoClient:
     """The generator client of a retrieval-only run: makes no call."""
 
@@ -151,4 +156,4 @@ def ledger_artifact(scores: Any, gone: Mapping[str, str]) -> dict[str, Any]:
 
 
 __all__ = ["RESPONSE_FREE", "enabled", "run_name", "tags", "strip", "restrict", "ledger_artifact", "NoClient",
-           "no_outputs", "MODE", "MODE_TAG"]
+           "no_outputs", "MODE", "MODE_TAG", "is_run"]

@@ -171,13 +171,13 @@ def markdown(systems: Any, bounds: Bounds, params: Sequence[str], metrics: Seque
 
 def retrieval_only_note(children: Sequence[Any]) -> list[str]:
     """The line that says the verdicts come from retrieval-only runs (``ragsweep.mode`` tag)."""
-    from ragsweep.retrieval_only import MODE, MODE_TAG
+    from ragsweep.retrieval_only import is_run
 
-    modes = [r.data.tags.get(MODE_TAG) for r in children]
-    n = sum(1 for m in modes if m == MODE)
+    retro = [r for r in children if is_run(r)]
+    n = len(retro)
     if not n:
         return []
-    asked = sorted({int(r.data.metrics.get("ledger/attempted") or 0) for r in children if r.data.tags.get(MODE_TAG) == MODE})
+    asked = sorted({int(r.data.metrics.get("ledger/attempted") or 0) for r in retro})
     return [f"retrieval-only: {n} of {len(children)} run(s) are retrieval-only (generator=none, "
             f"{'/'.join(map(str, asked))} questions each): these verdicts are retriever-side, measured without "
             "generating an answer; the metrics that need a response are not applicable (see each run's ledger.json)", ""]

@@ -210,10 +210,10 @@ def build_report(tracking_uri: str | None, experiment: str | None, run_id: str |
     from ragsweep.report.compare_page import compare_pages_for_sweep
 
     base_id = str(df.iloc[paired.baseline_index(df, spec.get("baseline"), params)]["run_id"]) if not df.empty else None
-    from ragsweep.retrieval_only import MODE, MODE_TAG
+    from ragsweep import retrieval_only
 
     # retrieval-only runs have no response to score: their pages order questions by claim recall
-    retro = bool(runs.children) and all(r.data.tags.get(MODE_TAG) == MODE for r in runs.children)
+    retro = bool(runs.children) and all(retrieval_only.is_run(r) for r in runs.children)
     pages = compare_pages_for_sweep(client, runs, out_dir / "compare", baseline=base_id, log=log_to_parent,
                                     **({"metric": "ragchecker/retriever/claim_recall"} if retro else {}))
     if pages:  # one question-by-question page per comparison with the baseline, linked from the table

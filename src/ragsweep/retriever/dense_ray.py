@@ -15,11 +15,12 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
+from ragsweep import ray_data
 from ragsweep.embeddings import encode_block
 
 #: retriever fields that say where encoding runs, not what it computes (kept out of cache keys)
 RAY_FIELDS = ("engine", "ray_address", "ray_num_gpus")
-ENGINES = ("local", "ray")
+ENGINES = ray_data.ENGINES
 
 
 def check_config(engine: str, ray_address: Any, ray_num_gpus: Any) -> None:
@@ -40,19 +41,11 @@ def encode_blocks(config: dict[str, Any], blocks: Iterable[list[str]], retriever
     ``config`` is the dense retriever's config (``engine``, ``ray_address``, ``ray_num_gpus``
     say where; the rest is given to each actor's own local-engine ``retriever`` class)."""
     import pyarrow as pa
-    import ray
 
     parts = list(blocks)
     if not parts:
         return
-    if not ray.is_initialized():
-        ray.init(address=config.get("ray_address"), include_dashboard=False, log_to_driver=False,
-                 configure_logging=False)
-    import ray.data
-
-    ctx = ray.data.DataContext.get_current()
-    ctx.execution_options.preserve_order = True
-    ctx.enable_progress_bars = False
+    ray = ray_data.session(config.get("ray_address"))
     gpus = float(config.get("ray_num_gpus") or 0)
     resources = ray.cluster_resources()
     if gpus:
