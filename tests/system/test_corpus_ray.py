@@ -5,16 +5,13 @@ the chunk file; the embedding file of 300 of its chunks is byte for byte the loc
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 import pytest
 
 from support import SRC
-from test_launchers import _free_port, _pids_matching, _stop_pids  # noqa: E402
+from support.ray_cluster import local_cluster
 
 PY = sys.executable
 
@@ -56,34 +53,17 @@ print("embeddings", mine.shape, theirs.shape, "max abs diff", float(np.abs(mine 
 
 @pytest.mark.slow
 def test_ray_engine_on_a_local_cluster_writes_the_same_chunks(tmp_path):
-    ray_bin = Path(PY).with_name("ray")
-    if not ray_bin.exists():
-        pytest.skip("the ray command is not installed next to the interpreter")
-    port = _free_port()
-    temp = Path(tempfile.mkdtemp(prefix="rg-rayc-", dir="/tmp"))  # short: Ray's unix sockets live here
     src = str(SRC)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]),
            "HOME": str(tmp_path / "home"), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    env.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
     (tmp_path / "home").mkdir()
-    common = ["--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--disable-usage-stats"]
-    marks = [str(temp), f":{port}"]
-    try:
-        for args in (["--head", "--port", str(port), "--include-dashboard=false", "--temp-dir", str(temp)],
-                     ["--address", f"127.0.0.1:{port}"]):
-            proc = subprocess.run([str(ray_bin), "start", *args, *common], cwd=tmp_path, env=env,
-                                  capture_output=True, text=True, timeout=180)
-            assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    with local_cluster(tmp_path, env, prefix="rg-rayc-") as address:
         script = tmp_path / "child.py"
         script.write_text(CHILD)
-        proc = subprocess.run([PY, str(script), f"127.0.0.1:{port}", str(tmp_path)], cwd=tmp_path, env=env,
+        proc = subprocess.run([PY, str(script), address, str(tmp_path)], cwd=tmp_path, env=env,
                               capture_output=True, text=True, timeout=400)
         assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
         assert "nodes 2 chunks" in proc.stdout and "same True" in proc.stdout, proc.stdout
         assert "tables equal True" in proc.stdout, proc.stdout
         assert "embeddings (300, 384) (300, 384)" in proc.stdout, proc.stdout
         assert "files identical True" in proc.stdout, proc.stdout
-    finally:
-        _stop_pids(_pids_matching(marks))
-        shutil.rmtree(temp, ignore_errors=True)
-    assert not _pids_matching(marks), "processes of the Ray cluster still running"

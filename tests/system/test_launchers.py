@@ -23,6 +23,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from support import SRC
+from support.processes import descendants
+from support.ray_cluster import local_cluster
 from ragsweep.generator.server import LlamaCppServer, pid_alive
 
 PY = sys.executable
@@ -109,24 +111,6 @@ def registry_entries(state_dir: Path) -> list[dict]:
             out.append(json.loads(f.read_text()))
         except (OSError, ValueError):
             pass
-    return out
-
-
-def descendants(root: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                stat = Path(f"/proc/{d}/stat").read_bytes().rsplit(b")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            children.setdefault(int(stat[1]), []).append(int(d))
-    out, todo = set(), [root]
-    while todo:
-        pid = todo.pop()
-        if pid not in out:
-            out.add(pid)
-            todo += children.get(pid, [])
     return out
 
 
@@ -354,74 +338,21 @@ def test_llm_judge_attaches_to_the_sweeps_shared_server(compose_cfg):
 
 
 # -- a real (local) Ray cluster: a head and a worker process on 127.0.0.1 ---------------------------
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _pids_matching(marks: list[str]) -> set[int]:
-    """Processes whose command line holds one of ``marks``, and all their descendants."""
-    hits = set()
-    for d in os.listdir("/proc"):
-        if not d.isdigit() or int(d) == os.getpid():
-            continue
-        try:
-            cmd = Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
-        except OSError:
-            continue
-        if any(m in cmd for m in marks):
-            hits.add(int(d))
-    out = set()
-    for pid in hits:
-        out |= descendants(pid)
-    return out
-
-
-def _stop_pids(pids: set[int]) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except OSError:
-                pass
-        deadline = time.monotonic() + 10
-        while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
-            time.sleep(0.25)
-
-
 @pytest.mark.slow
 def test_sweep_on_a_local_ray_cluster_head_and_worker(tmp_path):
     """``ray start --head`` + ``ray start --address`` (two nodes of one CPU each, 127.0.0.1), then a
     2-system sweep through ``hydra/launcher=ray`` joining that cluster: the two jobs run at the same
     time (one per node), share the cache on a shared path, log to one MLflow parent; the test stops
     exactly the cluster's processes (found by its own port and temp dir), never ``ray stop``."""
-    import shutil
-    import tempfile
-
     _plugin_or_skip("hydra_plugins.hydra_ray_launcher")
-    ray_bin = Path(PY).with_name("ray")
-    if not ray_bin.exists():
-        pytest.skip("the ray command is not installed next to the interpreter")
-    port = _free_port()
-    temp = Path(tempfile.mkdtemp(prefix="rg-ray-", dir="/tmp"))  # short: Ray's unix sockets live here
     src = str(SRC)
     env = sweep_env(tmp_path, PYTHONPATH=os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]))
-    env.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)  # =0 refuses a second node
     # a ~/.ray/auth_token left by an earlier local ray.init (another test) makes the worker's join
     # fail with InvalidAuthToken: this cluster gets a home of its own
     env["HOME"] = str(tmp_path / "home")
     (tmp_path / "home").mkdir(exist_ok=True)
-    common = ["--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--disable-usage-stats"]
-    marks = [str(temp), f":{port}"]
-    try:
-        for args in (["--head", "--port", str(port), "--include-dashboard=false", "--temp-dir", str(temp)],
-                     ["--address", f"127.0.0.1:{port}"]):
-            # started in tmp_path: the jobs' working directory (relative paths resolve there too)
-            proc = subprocess.run([str(ray_bin), "start", *args, *common], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
-            assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    # started in tmp_path: the jobs' working directory (relative paths resolve there too)
+    with local_cluster(tmp_path, env) as address:
         sweep_dir = tmp_path / "multirun"
         cmd = sweep_cmd(
             *tiny_dataset(tmp_path),
@@ -432,7 +363,7 @@ def test_sweep_on_a_local_ray_cluster_head_and_worker(tmp_path):
             f"mlflow.tracking_uri=sqlite:///{tmp_path}/mlruns/mlflow.db",  # one store for every node's jobs
             f"mlflow.artifact_location={tmp_path}/mlruns/artifacts",
             "hydra/launcher=ray",
-            f"hydra.launcher.ray.init.address=127.0.0.1:{port}",
+            f"hydra.launcher.ray.init.address={address}",
             # hydra-ray-launcher 1.2.2 sets object_store_memory, which ray.init refuses when joining a cluster
             "+hydra.launcher.ray.init.object_store_memory=null",
         )
@@ -445,7 +376,3 @@ def test_sweep_on_a_local_ray_cluster_head_and_worker(tmp_path):
         assert (tmp_path / "cache").is_dir()
         a, b = sorted(children, key=lambda c: c.info.start_time)
         assert b.info.start_time < a.info.end_time, "the two jobs did not run at the same time on the two nodes"
-    finally:
-        _stop_pids(_pids_matching(marks))
-        shutil.rmtree(temp, ignore_errors=True)
-    assert not _pids_matching(marks), "processes of the Ray cluster still running"
