@@ -246,9 +246,7 @@ class TokenChunker:
     def iter_batches(self, documents: Sequence[Document], batch: int | None = None,
                      progress: Any = None) -> Iterator[list[Chunk]]:
         """The chunks of ``documents`` (every document in order), one list per batch of documents."""
-        batch = batch or BATCH_DOCS
-        for s in range(0, len(documents), batch):
-            docs = documents[s : s + batch]
+        for docs in _document_batches(documents, batch or BATCH_DOCS):
             texts = [d.text for d in docs]
             owner, start, end = self.boundaries(texts)
             out: list[Chunk] = []
@@ -272,8 +270,8 @@ class TokenChunker:
     def _batches(self, documents: Sequence[Document]) -> Iterator[list[Chunk]]:
         from tqdm.auto import tqdm
 
-        if any(d.text and not d.text.isspace() for d in documents):
-            load_tokenizer(self.config.tokenizer)  # load before the progress bar starts
+        if hasattr(documents, "iter_batches") or any(d.text and not d.text.isspace() for d in documents):
+            load_tokenizer(self.config.tokenizer)  # load before the progress bar starts (a lazy corpus: never empty)
         n_chunks = 0
         bar = tqdm(total=len(documents), desc="chunking", unit="doc", disable=len(documents) <= PROGRESS_MIN_DOCS,
                    smoothing=0.1)
@@ -323,6 +321,16 @@ class _RayChunk:
         docs = [Document(i, t) for i, t in zip(ids, texts)]
         chunks = [c for part in self.chunker.iter_batches(docs, batch=len(docs)) for c in part]
         return pa.Table.from_batches([chunkstore.to_batch(chunks)]) if chunks else chunkstore.schema().empty_table()
+
+
+def _document_batches(documents: Sequence[Document], size: int) -> Iterator[Sequence[Document]]:
+    """``documents`` in order, ``size`` at a time; a lazy corpus (``iter_batches``) streams its
+    file instead of being parsed into memory."""
+    if hasattr(documents, "iter_batches"):
+        yield from documents.iter_batches(size)
+        return
+    for s in range(0, len(documents), size):
+        yield documents[s : s + size]
 
 
 @contextlib.contextmanager

@@ -7,11 +7,11 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Iterator
 
 from ragsweep.dataset.doctable import LazyDocuments, corpus_key, remember
-from ragsweep.dataset.loaders import (_Loader, _lengths, _PathConfig, _require, _require_documents,
-                                      _warm_or_cold, _whole_doc_spans, finish, read_jsonl)
+from ragsweep.dataset.loaders import (_cold_documents, _Loader, _lengths, _PathConfig, _require,
+                                      _require_documents, _warm_or_cold, _whole_doc_spans, finish, read_jsonl)
 from ragsweep.errors import DataError
 from ragsweep.types import Dataset, Document, Query
 
@@ -31,7 +31,7 @@ class BeirDataset(_Loader):
         """Like :meth:`JsonlDataset.load`: ``corpus.jsonl`` is parsed on a cold run only."""
         cfile = Path(self.config.path) / "corpus.jsonl"
         key = corpus_key([cfile], self._key_config()) if cfile.is_file() else None
-        return _warm_or_cold(lambda warm: self._build(warm, key), key, self._parsed, str(cfile))
+        return _warm_or_cold(lambda warm: self._build(warm, key), key, self._parsed, str(cfile), self._stream)
 
     def _key_config(self) -> list[Any]:
         return ["beir", self.config.title_in_text]  # title_in_text changes every text
@@ -40,20 +40,25 @@ class BeirDataset(_Loader):
         return [d for d in self._corpus() if d.text.strip()]
 
     def _corpus(self) -> list[Document]:
-        root = Path(self.config.path)
-        documents = []
-        for n, obj in read_jsonl(root / "corpus.jsonl"):
-            where = f"{root / 'corpus.jsonl'}:{n}"
+        documents = list(self._stream(every=True))
+        _require_documents(documents, str(Path(self.config.path) / "corpus.jsonl"))
+        return documents
+
+    def _stream(self, every: bool = False) -> Iterator[Document]:
+        """``corpus.jsonl``'s documents as it is read (the non-empty ones; ``every``: all)."""
+        cfile = Path(self.config.path) / "corpus.jsonl"
+        for n, obj in read_jsonl(cfile):
             text = str(obj.get("text") or "")
             if self.config.title_in_text and obj.get("title"):
                 text = f"{obj['title']} {text}".strip()
-            documents.append(Document(str(_require(obj, "_id", where)), text, obj.get("title") or None))
-        _require_documents(documents, str(root / "corpus.jsonl"))
-        return documents
+            doc_id = str(_require(obj, "_id", f"{cfile}:{n}"))
+            if every or text.strip():
+                yield Document(doc_id, text, obj.get("title") or None)
 
     def _build(self, warm: LazyDocuments | None, key: str | None) -> Dataset:
         root = Path(self.config.path)
-        documents = self._corpus() if warm is None else warm
+        documents = (_cold_documents(key, self._corpus, self._parsed, self._stream, str(root / "corpus.jsonl"))
+                     if warm is None else warm)
         docs = _lengths(documents)
         qrels_path = root / "qrels" / f"{self.config.split}.tsv"
         if not qrels_path.is_file():
@@ -77,7 +82,7 @@ class BeirDataset(_Loader):
             if qid in qrels:
                 queries.append(Query(qid, str(obj.get("text", "")), None, _whole_doc_spans(qrels[qid], docs, str(qrels_path))))
         ds = finish(self.config.name, documents, queries, self.config.limit, str(root))
-        if warm is None:
+        if not isinstance(documents, LazyDocuments):
             ds.documents = remember(key, [root / "corpus.jsonl"], self._key_config(), ds.documents,
                                     ds.stats["empty_documents_skipped"])
         return ds

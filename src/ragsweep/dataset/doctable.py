@@ -30,9 +30,10 @@ import logging
 import os
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
-from ragsweep.dataset.fingerprint import RACY_S, Documents, memo_path, remembered, source_key
+from ragsweep.dataset.fingerprint import RACY_S, Documents, Hasher, memo_path, remembered, source_key
+from ragsweep.errors import DataError
 from ragsweep.types import Document
 
 log = logging.getLogger(__name__)
@@ -105,10 +106,11 @@ class LazyDocuments(collections.abc.Sequence):
     document table: ``len``, ``fingerprint``, :attr:`lengths`, :attr:`titles`, :meth:`doc_ids` read
     the table; iterating or indexing parses the corpus (``parse``, once) and says so."""
 
-    def __init__(self, path: str | os.PathLike, parse: Callable[[], list[Document]], source: str):
+    def __init__(self, path: str | os.PathLike, parse: Callable[[], list[Document]], source: str,
+                 stream: Callable[[], Iterable[Document]] | None = None):
         import pyarrow as pa
 
-        self.path, self._parse, self.source = Path(path), parse, source
+        self.path, self._parse, self.source, self._stream = Path(path), parse, source, stream
         table = pa.ipc.open_file(pa.memory_map(str(self.path), "r")).read_all()
         meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
         if meta.get("format") != FORMAT:
@@ -120,6 +122,8 @@ class LazyDocuments(collections.abc.Sequence):
         self.lengths: Mapping[str, int] = _Column(self, "length")
         self.titles: Mapping[str, str | None] = _Column(self, "title")
         self._docs: list[Document] | None = None
+        #: doc_id -> length of the blank documents skipped, known to the cold run that scanned the file only
+        self.blank_lengths: dict[str, int] = {}
 
     def __len__(self) -> int:
         return len(self._cols["doc_id"])
@@ -141,7 +145,38 @@ class LazyDocuments(collections.abc.Sequence):
         return self.parsed()[i]
 
     def __iter__(self) -> Iterator[Document]:
-        return iter(self.parsed())
+        for batch in self.iter_batches():
+            yield from batch
+
+    def iter_batches(self, size: int = 2048) -> Iterator[list[Document]]:
+        """The documents in order, ``size`` at a time. With a ``stream`` (the loader's streaming
+        parse) and the documents not parsed yet, the corpus file is read as it goes and nothing
+        is kept: a pass over a million documents holds one batch (chunking a corpus whose
+        chunks are not cached). Each batch's ids are checked against the table."""
+        if self._docs is not None or self._stream is None:
+            docs = self.parsed()
+            for s in range(0, len(docs), size):
+                yield docs[s : s + size]
+            return
+        log.info("%s: reading the corpus file as a stream (%d documents)", self.source, len(self))
+        ids, row, batch = self._cols["doc_id"], 0, []
+        for doc in self._stream():
+            batch.append(doc)
+            if len(batch) == size:
+                self._check(batch, ids.slice(row, size).to_pylist())
+                row += size
+                yield batch
+                batch = []
+        if batch:
+            self._check(batch, ids.slice(row, len(batch)).to_pylist())
+            row += len(batch)
+            yield batch
+        if row != len(self):
+            raise RuntimeError(f"{self.source}: the corpus file changed while this run used it; run again")
+
+    def _check(self, batch: list[Document], ids: list[str]) -> None:
+        if len(ids) != len(batch) or any(d.doc_id != i for d, i in zip(batch, ids)):
+            raise RuntimeError(f"{self.source}: the corpus file changed while this run used it; run again")
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, collections.abc.Sequence) or isinstance(other, str):
@@ -151,13 +186,14 @@ class LazyDocuments(collections.abc.Sequence):
     __hash__ = None  # type: ignore[assignment]
 
     def __reduce__(self) -> Any:
-        return (LazyDocuments, (str(self.path), self._parse, self.source))
+        return (LazyDocuments, (str(self.path), self._parse, self.source, self._stream))
 
     def __repr__(self) -> str:
         return f"LazyDocuments({len(self)} documents of {self.source}, {'parsed' if self._docs is not None else 'not parsed'})"
 
 
-def open_warm(key: str | None, parse: Callable[[], list[Document]], source: str) -> LazyDocuments | None:
+def open_warm(key: str | None, parse: Callable[[], list[Document]], source: str,
+              stream: Callable[[], Iterable[Document]] | None = None) -> LazyDocuments | None:
     """The documents of an unchanged corpus from its table (``key`` from :func:`corpus_key`), or
     ``None`` when there is none (the loader then parses the file)."""
     if key is None:
@@ -166,7 +202,7 @@ def open_warm(key: str | None, parse: Callable[[], list[Document]], source: str)
     if not path.is_file():
         return None
     try:
-        docs = LazyDocuments(path, parse, source)
+        docs = LazyDocuments(path, parse, source, stream)
     except Exception as exc:  # a truncated or foreign file: parse the corpus, write a new table
         log.debug("document table %s unreadable (%s): parsing the corpus", path, exc)
         return None
@@ -187,14 +223,59 @@ def remember(key: str | None, paths: Sequence[str | os.PathLike], config: Any, d
     return docs
 
 
+def scan(key: str, documents: Iterable[Document], parse: Callable[[], list[Document]],
+         stream: Callable[[], Iterable[Document]], source: str) -> LazyDocuments | None:
+    """A cold run's single pass over a corpus: ``documents`` (every document the loader reads,
+    empty ones included, in file order, from a streaming parse) are checked (duplicate ids, an
+    empty corpus), hashed into the corpus fingerprint and written as the table under ``key``,
+    keeping only ids, titles and lengths, never the texts. Returns the :class:`LazyDocuments`
+    over that table (later passes read the file again through ``stream``, a batch at a time),
+    or ``None`` when the table cannot be written (the loader then parses the file into memory)."""
+    h = Hasher()  # fingerprint.hash_documents, fed as the file is read
+    seen: set[str] = set()
+    ids: list[str] = []
+    titles: list[str | None] = []
+    lengths: list[int] = []
+    blank: dict[str, int] = {}
+    for d in documents:
+        if d.doc_id in seen:
+            raise DataError(f"{source}: duplicate doc_id '{d.doc_id}'; document ids must be unique")
+        seen.add(d.doc_id)
+        if not d.text.strip():
+            blank[d.doc_id] = len(d.text)
+            continue
+        h.add(d)
+        ids.append(d.doc_id)
+        titles.append(d.title)
+        lengths.append(len(d.text))
+    del seen
+    if not ids:
+        raise DataError(f"{source}: the corpus has zero (non-empty) documents; nothing to retrieve from")
+    path = tables_dir() / f"{key}.arrow"
+    try:
+        _write_columns(path, ids, titles, lengths, h.hexdigest(), len(blank))
+        docs = LazyDocuments(path, parse, source, stream)
+    except Exception as exc:  # a read-only cache, ids Arrow cannot store: parse into memory instead
+        log.debug("document table not written (%s): the corpus is parsed into memory", exc)
+        return None
+    docs.blank_lengths = blank
+    return docs
+
+
 def _write(path: Path, docs: Sequence[Document], fingerprint: str, empty_skipped: int) -> None:
+    _write_columns(path, [d.doc_id for d in docs], [d.title for d in docs], [len(d.text) for d in docs],
+                   fingerprint, empty_skipped)
+
+
+def _write_columns(path: Path, doc_ids: list[str], titles: list[str | None], lengths: list[int], fingerprint: str,
+                   empty_skipped: int) -> None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    ids = pa.array([d.doc_id for d in docs], pa.string())
+    ids = pa.array(doc_ids, pa.string())
     table = pa.table(
-        {"doc_id": ids, "title": pa.array([d.title for d in docs], pa.string()),
-         "length": pa.array([len(d.text) for d in docs], pa.int64()),
+        {"doc_id": ids, "title": pa.array(titles, pa.string()),
+         "length": pa.array(lengths, pa.int64()),
          "order": pc.sort_indices(ids).cast(pa.int64())},
         metadata={"format": FORMAT, "fingerprint": fingerprint, "empty_skipped": str(empty_skipped)},
     )
@@ -226,4 +307,4 @@ def doc_ids_of(documents: Sequence[Document]) -> list[str]:
     return documents.doc_ids() if isinstance(documents, LazyDocuments) else [d.doc_id for d in documents]
 
 
-__all__ = ["LazyDocuments", "corpus_key", "doc_ids_of", "open_warm", "remember", "tables_dir", "titles_of"]
+__all__ = ["LazyDocuments", "corpus_key", "doc_ids_of", "open_warm", "remember", "scan", "tables_dir", "titles_of"]

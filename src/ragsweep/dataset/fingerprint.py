@@ -28,12 +28,25 @@ class Documents(list):
     fingerprint: str | None = None
 
 
-def hash_documents(documents: Iterable[Document]) -> str:
-    h = hashlib.sha256(VERSION.encode() + b"\n")
-    for d in documents:
+class Hasher:
+    """The corpus fingerprint fed one document at a time (a corpus read as a stream)."""
+
+    def __init__(self) -> None:
+        self._h = hashlib.sha256(VERSION.encode() + b"\n")
+
+    def add(self, d: Document) -> None:
         for part in (d.doc_id.encode("utf-8"), d.text.encode("utf-8", "surrogatepass")):
-            h.update(len(part).to_bytes(8, "little"))
-            h.update(part)
+            self._h.update(len(part).to_bytes(8, "little"))
+            self._h.update(part)
+
+    def hexdigest(self) -> str:
+        return self._h.hexdigest()
+
+
+def hash_documents(documents: Iterable[Document]) -> str:
+    h = Hasher()
+    for d in documents:
+        h.add(d)
     return h.hexdigest()
 
 

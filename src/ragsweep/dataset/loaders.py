@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import ChainMap
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, ClassVar, Iterator, Mapping, Sequence
 
-from ragsweep.dataset.doctable import LazyDocuments, corpus_key, open_warm, remember
+from ragsweep.dataset.doctable import LazyDocuments, corpus_key, open_warm, remember, scan
 from ragsweep.errors import DataError
 from ragsweep.types import Dataset, Document, Query, Span
 
@@ -81,19 +82,37 @@ def _read_text(path: Path) -> str:
         raise DataError(f"{path}:{line}: text is not UTF-8 (byte offset {exc.start}); re-encode the file as UTF-8") from None
 
 
+def _open_binary(path: Path) -> Any:
+    return open(path, "rb")
+
+
 def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line_number, object)`` for each non-blank line; a bad line is an error naming it."""
+    """``(line_number, object)`` for each non-blank line, read as a stream (a 1.5 GB corpus is
+    never held whole); a bad line is an error naming it."""
     path = Path(path)
-    for n, line in enumerate(_read_text(path).splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}:{n}: not valid JSON ({exc.msg} at column {exc.colno}); one JSON object per line is expected") from None
-        if not isinstance(obj, dict):
-            raise DataError(f"{path}:{n}: expected a JSON object, got {type(obj).__name__}")
-        yield n, obj
+    if not path.is_file():
+        raise DataError(f"{path}: file not found")
+    offset = 0
+    with _open_binary(path) as fh:
+        for n, raw in enumerate(fh, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DataError(f"{path}:{n}: text is not UTF-8 (byte offset {offset + exc.start}); "
+                                "re-encode the file as UTF-8") from None
+            offset += len(raw)
+            if line.strip():
+                yield n, _json_line(line, path, n)
+
+
+def _json_line(line: str, path: Path, n: int) -> dict[str, Any]:
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}:{n}: not valid JSON ({exc.msg} at column {exc.colno}); one JSON object per line is expected") from None
+    if not isinstance(obj, dict):
+        raise DataError(f"{path}:{n}: expected a JSON object, got {type(obj).__name__}")
+    return obj
 
 
 def read_json(path: str | Path) -> Any:
@@ -185,15 +204,32 @@ def _whole_doc_spans(doc_ids: list[str], lengths: Mapping[str, int], where: str)
     return tuple(spans)
 
 
+def _cold_documents(key: str | None, read: Any, parse: Any, stream: Any, source: str) -> Sequence[Document]:
+    """A cold run's corpus. With a table key (the file is stable), one streaming pass checks and
+    fingerprints it and writes its document table (:func:`doctable.scan`): the documents' texts
+    are never all in memory, later passes stream the file again. Without one (a file written
+    seconds ago, a table that cannot be written), the file parsed into a list (``read()``: every
+    document, checked)."""
+    if key is not None:
+        lazy = scan(key, stream(every=True), parse, stream, source)
+        if lazy is not None:
+            return lazy
+    return read()
+
+
 def _lengths(documents: Sequence[Document]) -> Mapping[str, int]:
-    return documents.lengths if isinstance(documents, LazyDocuments) else {d.doc_id: len(d.text) for d in documents}
+    """doc_id -> text length, of every document the file holds (a cold run's blank ones too: a
+    relevant document may be blank, and only the cold run decides that)."""
+    if isinstance(documents, LazyDocuments):
+        return ChainMap(documents.lengths, documents.blank_lengths) if documents.blank_lengths else documents.lengths
+    return {d.doc_id: len(d.text) for d in documents}
 
 
-def _warm_or_cold(build: Any, key: str | None, parse: Any, source: str) -> Dataset:
+def _warm_or_cold(build: Any, key: str | None, parse: Any, source: str, stream: Any = None) -> Dataset:
     """``build(documents)`` over the unchanged corpus's table when there is one, else over the
     parsed file. A warm build that fails (a bad queries file, a relevant document that is empty)
     is redone cold, so every error is the cold run's own."""
-    warm = open_warm(key, parse, source)
+    warm = open_warm(key, parse, source, stream)
     if warm is not None:
         try:
             return build(warm)
@@ -284,14 +320,20 @@ class JsonlDataset(_Loader):
         unchanged file read its document table (:mod:`ragsweep.dataset.doctable`)."""
         cpath = Path(self.config.corpus)
         key = corpus_key([cpath], "jsonl") if cpath.is_file() else None
-        return _warm_or_cold(lambda warm: self._build(warm, key), key, self._parsed, str(cpath))
+        return _warm_or_cold(lambda warm: self._build(warm, key), key, self._parsed, str(cpath), self._stream)
 
     def _parsed(self) -> list[Document]:
         return [d for d in self._corpus() if d.text.strip()]
 
     def _corpus(self) -> list[Document]:
+        documents = list(self._stream(every=True))
+        _require_documents(documents, str(Path(self.config.corpus)))
+        return documents
+
+    def _stream(self, every: bool = False) -> Iterator[Document]:
+        """The corpus file's documents as it is read, checked line by line (the kept, non-empty
+        ones; ``every``: the empty ones too)."""
         cpath = Path(self.config.corpus)
-        documents = []
         seen: dict[str, int] = {}
         for n, obj in read_jsonl(cpath):
             where = f"{cpath}:{n}"
@@ -300,14 +342,14 @@ class JsonlDataset(_Loader):
                 raise DataError(f"{where}: missing required field 'text'")
             if not isinstance(text, str):
                 raise DataError(f"{where}: field 'text' must be a string")
-            documents.append(Document(str(_require(obj, "doc_id", where)), text, obj.get("title")))
-            _unique(seen, documents[-1].doc_id, "doc_id", cpath, n)
-        _require_documents(documents, str(cpath))
-        return documents
+            doc = Document(str(_require(obj, "doc_id", where)), text, obj.get("title"))
+            _unique(seen, doc.doc_id, "doc_id", cpath, n)
+            if every or text.strip():
+                yield doc
 
     def _build(self, warm: LazyDocuments | None, key: str | None) -> Dataset:
         cpath, qpath = Path(self.config.corpus), Path(self.config.queries)
-        documents = self._corpus() if warm is None else warm
+        documents = _cold_documents(key, self._corpus, self._parsed, self._stream, str(cpath)) if warm is None else warm
         docs = _lengths(documents)
         queries = []
         qseen: dict[str, int] = {}
@@ -321,7 +363,7 @@ class JsonlDataset(_Loader):
                 Query(str(_require(obj, "query_id", where)), str(_require(obj, "query", where)), obj.get("gt_answer"), _whole_doc_spans(rel, docs, where))
             )
         ds = finish(self.config.name, documents, queries, self.config.limit, str(cpath))
-        if warm is None:  # the corpus fingerprint, hashed once per file; its table for the next runs
+        if not isinstance(documents, LazyDocuments):  # the corpus fingerprint, hashed once per file
             ds.documents = remember(key, [cpath], "jsonl", ds.documents, ds.stats["empty_documents_skipped"])
         return ds
 

@@ -11,9 +11,11 @@ removed unless ``stopwords: null``). BM25Okapi scores a term ``t`` of a document
 idf), the floor ``epsilon * mean(idf over the vocabulary)`` (epsilon = 0.25). No bm25s variant
 has that idf: ``robertson`` clamps negative idf to 0, ``lucene`` uses ``ln(1 + ...)``. So the
 bm25s index (its CSC score matrix: one column per word, one row per chunk) is built here in numpy
-with BM25Okapi's own idf: chunks are tokenised a batch at a time, words factorised to ids per
-batch (no list of every chunk's tokens is kept), document frequencies come from the matrix's
-columns (no second pass). The matrix is stored in ``retriever.dtype`` (float32 by default: the
+with BM25Okapi's own idf, out of core (:mod:`ragsweep.retriever.sparse_build`): chunks are
+tokenised a batch at a time, words factorised to ids per batch, and each batch's (chunk, word, tf)
+entries spilled to disk; the scores are computed once every document frequency and length is
+known and written a range of words at a time (1.55M chunks: a few hundred MB in memory instead
+of 10 GB). The matrix is stored in ``retriever.dtype`` (float32 by default: the
 SciFact rankings are identical, see experiments/results/bm25_float32_scifact.md) and a query's
 words are summed in float64. Rankings are identical to rank_bm25's (ties: chunk order, see the
 base class).
@@ -26,17 +28,21 @@ rank_bm25 pickled.
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 import pickle
-import logging
 import re
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
+from ragsweep.retriever import sparse_build
 from ragsweep.retriever.base import Retriever, RetrieverConfig, check_stopwords, rank_top_k
+from ragsweep.retriever.sparse_build import SpillMatrix
 from ragsweep.types import Chunk
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -44,7 +50,6 @@ BACKENDS = ("bm25s", "rank_bm25")
 EPSILON = 0.25  # rank_bm25.BM25Okapi's default floor factor for negative idf
 #: the on-disk index layout (a change of it is a new cache key)
 FORMAT = "bm25s-csc-v2"
-_INDEX_BATCH = 4096
 PROGRESS_MIN = 2000
 
 
@@ -140,25 +145,28 @@ class BM25Retriever(Retriever):
     # -- index ------------------------------------------------------------------------------
     def _build(self, chunks: Sequence[Chunk], cache: Any) -> None:
         self._n = len(chunks)
-        if self.config.backend == "bm25s":
-            def build() -> Any:
-                return self._build_bm25s(chunks)
+        persisted = cache is not None and getattr(cache, "enabled", True)
+        if self.config.backend == "rank_bm25":
+            if not persisted:
+                self._model = self._build_rank_bm25([self._tok(c.text) for c in chunks])
+                return
+
+            def writer(tmp: Path) -> None:
+                self._save(self._build_rank_bm25([self._tok(c.text) for c in chunks]), tmp)
         else:
-            def build() -> Any:
-                return self._build_rank_bm25([self._tok(c.text) for c in chunks])
-        if cache is None or not getattr(cache, "enabled", True):  # nothing persisted
-            self._model = build()
-            return
-        built: dict[str, Any] = {}
+            if not persisted:  # built in a scratch directory, read back into memory
+                tmp = Path(tempfile.mkdtemp(prefix="ragsweep-bm25-"))
+                try:
+                    self._write_bm25s(chunks, tmp)
+                    self._model = self._load(tmp, mmap=False)
+                finally:
+                    shutil.rmtree(tmp, ignore_errors=True)
+                return
 
-        def writer(tmp: Path) -> None:
-            model = build()
-            built["model"] = model
-            self._save(model, tmp)
-
+            def writer(tmp: Path) -> None:
+                self._write_bm25s(chunks, tmp)
         key = cache.key("index", FORMAT, self.cache_config(), self.fingerprint)
-        path = cache.blob_dir("index", key, writer)
-        self._model = built["model"] if "model" in built else self._load(path)
+        self._model = self._load(cache.blob_dir("index", key, writer))
 
     def _build_rank_bm25(self, corpus: list[list[str]]) -> Any:
         from rank_bm25 import BM25Okapi
@@ -191,76 +199,81 @@ class BM25Retriever(Retriever):
         keep = ids >= 0
         return ids[keep], owner[keep]
 
-    def _build_bm25s(self, chunks: Sequence[Chunk]) -> Any:
-        """The bm25s eager index (CSC score matrix, one column per word), built in numpy batch by
-        batch with BM25Okapi's idf directly (no token lists kept, no second idf pass)."""
+    def _write_bm25s(self, chunks: Sequence[Chunk], out: Path) -> None:
+        """The bm25s eager index (CSC score matrix, one column per word) written to ``out`` in
+        bm25s's own format, out of core (:mod:`~ragsweep.retriever.sparse_build`): chunks are
+        tokenised a batch at a time and their (chunk, word, tf) entries spilled to disk; the
+        scores, with BM25Okapi's idf, are computed once every document frequency and length is
+        known, and written a range of words at a time."""
         from tqdm.auto import tqdm
 
         bm25s = _import_bm25s()
         vocab: dict[str, int] = {}
-        docs, toks, tfs, lens = [], [], [], []
+        df = np.zeros(0, dtype=np.int64)
+        lens: list[np.ndarray] = []
         n = len(chunks)
         own = self.progress is None
         bar = tqdm(total=n, desc="bm25 index", unit="chunk", disable=n < PROGRESS_MIN, smoothing=0.1) if own \
             else self.progress
+        spill = SpillMatrix(sparse_build.scratch(out))
         try:
-            for s in range(0, n, _INDEX_BATCH):
-                texts = [c.text for c in chunks[s : s + _INDEX_BATCH]] if not hasattr(chunks, "texts") \
-                    else chunks.texts(s, s + _INDEX_BATCH)
+            row = 0
+            for texts in sparse_build.text_batches(chunks):
                 ids, owner = self._token_ids(texts, vocab)
                 lens.append(np.bincount(owner, minlength=len(texts)).astype(np.int32))
                 if ids.size:
                     width = np.int64(len(vocab) + 1)
-                    keys, counts = np.unique(owner * width + ids, return_counts=True)
-                    docs.append((keys // width + s).astype(np.int32))
-                    toks.append((keys % width).astype(np.int32))
-                    tfs.append(counts.astype(np.float32))
+                    keys, counts = np.unique(owner * width + ids, return_counts=True)  # by chunk, then word
+                    words = (keys % width).astype(np.int32)
+                    spill.add((keys // width + row).astype(np.int32), words, counts.astype(np.float32))
+                    df = sparse_build.grow(df, words, len(vocab))
+                row += len(texts)
                 bar.update(len(texts))
+            if not vocab or not spill.nnz:
+                (out / "empty").write_text("no tokens in any chunk\n")
+                return
+            if hasattr(bar, "set_postfix_str"):
+                bar.set_postfix_str(f"writing {spill.nnz:,} scores")
+            df = np.pad(df, (0, len(vocab) - len(df)))
+            dl = np.concatenate(lens).astype(np.float64)
+            idf = okapi_idf_array(df, n)
+            k1, b, dtype = self.config.k1, self.config.b, self.config.dtype
+            norm = (k1 * (1 - b + b * dl / dl.mean())).astype(np.float64)
+
+            def scores(rows: np.ndarray, words: np.ndarray, tf: np.ndarray) -> tuple[np.ndarray, ...]:
+                return rows, words, (idf[words] * (tf * (k1 + 1)) / (tf + norm[rows])).astype(dtype)
+
+            # bm25s's own params and vocabulary files (its save()), then its three score arrays
+            model = bm25s.BM25(k1=k1, b=b, method="atire", idf_method="lucene", dtype=dtype, int_dtype="int32",
+                               backend="numpy")
+            model.scores = {"data": np.zeros(0, dtype=dtype), "indices": np.zeros(0, dtype=np.int32),
+                            "indptr": np.zeros(1, dtype=np.int64), "num_docs": n}
+            model.vocab_dict = vocab
+            model.nonoccurrence_array = None  # ATIRE has none (set by bm25s's own index())
+            model.save(str(out), show_progress=False)
+            files = {"data": out / "data.csc.index.npy", "indices": out / "indices.csc.index.npy",
+                     "indptr": out / "indptr.csc.index.npy"}
+            spill.write(files, len(vocab), dtype, scores)
         finally:
+            spill.close()
             if own:
                 bar.close()
-        if not vocab or not docs:
-            return None
-        doc = np.concatenate(docs); del docs
-        tok = np.concatenate(toks); del toks
-        tf = np.concatenate(tfs); del tfs
-        dl = np.concatenate(lens).astype(np.float64)
-        v = len(vocab)
-        df = np.bincount(tok, minlength=v)
-        idf = okapi_idf_array(df, n)
-        k1, b = self.config.k1, self.config.b
-        norm = (k1 * (1 - b + b * dl / dl.mean())).astype(np.float64)
-        data = (idf[tok] * (tf * (k1 + 1)) / (tf + norm[doc])).astype(self.config.dtype)
-        del tf
-        order = np.argsort(tok, kind="stable")  # by word, chunks ascending within a word
-        indices = doc[order]; del doc
-        data = data[order]; del order, tok
-        indptr = np.concatenate(([0], np.cumsum(df))).astype(np.int64)
-        model = bm25s.BM25(k1=self.config.k1, b=self.config.b, method="atire", idf_method="lucene",
-                           dtype=self.config.dtype, int_dtype="int32", backend="numpy")
-        model.scores = {"data": data, "indices": indices, "indptr": indptr, "num_docs": n}
-        model.vocab_dict = vocab
-        model.unique_token_ids_set = set(vocab.values())
-        model.nonoccurrence_array = None  # ATIRE has none (set by bm25s's own index())
-        return model
 
     def _save(self, model: Any, path: Path) -> None:
         if model is None:
             (path / "empty").write_text("no tokens in any chunk\n")
-        elif self.config.backend == "bm25s":
-            model.save(str(path), show_progress=False)
         else:
             with open(path / "rank_bm25.pkl", "wb") as f:
                 pickle.dump(model, f, protocol=pickle.HIGHEST_PROTOCOL)
 
-    def _load(self, path: Path) -> Any:
+    def _load(self, path: Path, mmap: bool = True) -> Any:
         if (path / "empty").exists():
             return None
         if self.config.backend == "bm25s":
             bm25s = _import_bm25s()
 
             # memory-mapped: a query reads only the columns of its own words
-            return bm25s.BM25.load(str(path), mmap=True, load_corpus=False)
+            return bm25s.BM25.load(str(path), mmap=mmap, load_corpus=False, show_progress=False)
         with open(path / "rank_bm25.pkl", "rb") as f:
             return pickle.load(f)
 

@@ -8,19 +8,25 @@ reads only the columns of its own terms, so a warm search touches a tiny part of
 
 from __future__ import annotations
 
+import itertools
 import json
 import pickle
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
 from ragsweep.cache import Cache
+from ragsweep.retriever import sparse_build
 from ragsweep.retriever.base import Retriever, RetrieverConfig, check_stopwords, rank_top_k
+from ragsweep.retriever.sparse_build import SpillMatrix
 from ragsweep.types import Chunk
 
 _QUERY_BATCH = 256
+PROGRESS_MIN = 2000
 #: the on-disk index layout (a change of it is a new cache key)
 FORMAT = "tfidf-csc-npy-v1"
 
@@ -52,63 +58,130 @@ class TfidfRetriever(Retriever):
         self._matrix: Any = None
         self._n = 0
 
-    def _fit(self, chunks: list[Chunk]) -> tuple[Any, Any]:
+    def _vectorizer_for(self) -> Any:
         from sklearn.feature_extraction.text import TfidfVectorizer
 
         c = self.config
-        vec = TfidfVectorizer(
-            sublinear_tf=c.sublinear_tf,
-            stop_words=c.stopwords,
-            lowercase=c.lowercase,
-            ngram_range=(1, c.ngram_max),
-            min_df=c.min_df,
-            dtype=np.float64,
-        )
+        return TfidfVectorizer(sublinear_tf=c.sublinear_tf, stop_words=c.stopwords, lowercase=c.lowercase,
+                               ngram_range=(1, c.ngram_max), min_df=c.min_df, dtype=np.float64)
+
+    def _write(self, chunks: Sequence[Chunk], out: Path) -> None:
+        """The fitted vectorizer and the chunk matrix (CSC ``.npy`` parts) written to ``out``, out
+        of core (:mod:`~ragsweep.retriever.sparse_build`): the same matrix, value for value, as
+        ``TfidfVectorizer.fit_transform`` over every chunk, without holding it.
+
+        Pass 1 counts each batch's terms (the vectorizer's own analyzer) with the ids scikit-learn
+        gives them while counting (first occurrence), spilling (chunk, term, count) entries;
+        then, with every document frequency known, the vocabulary is cut at ``min_df`` and sorted
+        as scikit-learn sorts it, and each batch's rows go through the fitted ``TfidfTransformer``
+        (sublinear tf, idf, L2 norm summed in scikit-learn's entry order) before being written a
+        range of terms at a time."""
+        import pandas as pd
+        from scipy import sparse
+        from sklearn.feature_extraction.text import TfidfTransformer
+        from tqdm.auto import tqdm
+
+        vec = self._vectorizer_for()
+        analyze = vec.build_analyzer()
+        vocab: dict[str, int] = {}
+        df = np.zeros(0, dtype=np.int64)
+        n = len(chunks)
+        own = self.progress is None
+        bar = tqdm(total=n, desc="tfidf index", unit="chunk", disable=n < PROGRESS_MIN, smoothing=0.1) if own \
+            else self.progress
+        spill = SpillMatrix(sparse_build.scratch(out))
         try:
-            matrix = vec.fit_transform(ch.text for ch in chunks)  # one pass, no list of every text
-        except ValueError:  # empty vocabulary: no chunk has a word token
-            return None, None
-        return vec, matrix.tocsr()
+            row = 0
+            for texts in sparse_build.text_batches(chunks):
+                toks = [analyze(t) for t in texts]
+                lens = np.fromiter(map(len, toks), dtype=np.int64, count=len(toks))
+                if lens.sum():
+                    codes, uniques = pd.factorize(np.fromiter(itertools.chain.from_iterable(toks), dtype=object,
+                                                              count=int(lens.sum())))
+                    gid = np.fromiter((vocab.setdefault(u, len(vocab)) for u in uniques), dtype=np.int64,
+                                      count=len(uniques))
+                    width = np.int64(len(vocab) + 1)
+                    owner = np.repeat(np.arange(len(texts), dtype=np.int64), lens)
+                    keys, counts = np.unique(owner * width + gid[codes], return_counts=True)  # by chunk, then id
+                    terms = (keys % width).astype(np.int32)
+                    spill.add((keys // width + row).astype(np.int32), terms, counts.astype(np.float64))
+                    df = sparse_build.grow(df, terms, len(vocab))
+                row += len(texts)
+                bar.update(len(texts))
+            df = np.pad(df, (0, len(vocab) - len(df)))
+            kept = df >= self.config.min_df  # max_df is 1.0: no upper cut
+            if not kept.any():  # no term (or none in min_df chunks): nothing can match
+                (out / "empty").write_text("no word token in any chunk\n")
+                return None
+            if hasattr(bar, "set_postfix_str"):
+                bar.set_postfix_str(f"writing {spill.nnz:,} weights")
+            words = [w for w, i in vocab.items() if kept[i]]
+            order = sorted(range(len(words)), key=words.__getitem__)  # scikit-learn's sorted vocabulary
+            new_id = np.full(len(vocab), -1, dtype=np.int64)
+            new_id[np.flatnonzero(kept)[order]] = np.arange(len(order))
+            vec.vocabulary_ = {words[j]: i for i, j in enumerate(order)}
+            vec.fixed_vocabulary_ = False
+            tf = TfidfTransformer(norm=vec.norm, use_idf=vec.use_idf, smooth_idf=vec.smooth_idf,
+                                  sublinear_tf=vec.sublinear_tf)
+            # TfidfTransformer.fit's idf, from the kept terms' document frequencies in vocabulary order
+            kdf = np.zeros(len(order), dtype=np.float64)
+            kdf[new_id[kept]] = df[kept]
+            tf.fit(sparse.csr_array((np.ones(0), np.zeros(0, np.int32), np.zeros(2, np.int64)), shape=(1, len(order))))
+            idf = np.full_like(kdf, n + int(tf.smooth_idf))
+            idf /= kdf + float(tf.smooth_idf)
+            np.log(idf, out=idf)
+            idf += 1.0
+            tf.idf_ = idf
+            vec._tfidf = tf
 
-    def _build(self, chunks: list[Chunk], cache: Any) -> None:
-        self._n = len(chunks)
-        if cache is None or not getattr(cache, "enabled", True):  # nothing persisted
-            vec, matrix = self._fit(chunks)
-            self._vectorizer, self._matrix = vec, (matrix.tocsc() if matrix is not None else None)
-            return
-        built: dict[str, Any] = {}
+            def weights(rows: np.ndarray, terms: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, ...]:
+                keep = kept[terms]
+                rows, cols, counts = rows[keep], new_id[terms[keep]], counts[keep]
+                first = int(rows[0]) if len(rows) else 0
+                r = rows - first
+                indptr = np.concatenate(([0], np.cumsum(np.bincount(r, minlength=int(r[-1]) + 1 if len(r) else 0))))
+                x = sparse.csr_array((counts, cols.astype(np.int32), indptr), shape=(len(indptr) - 1, len(order)))
+                x.has_sorted_indices = False  # scikit-learn's entry order: by first-occurrence id
+                x = tf.transform(x, copy=False)
+                return rows, cols, x.data
 
-        def writer(tmp: Path) -> None:
-            vec, matrix = self._fit(chunks)
-            built["v"], built["m"] = vec, (matrix.tocsc() if matrix is not None else None)
-            if vec is None:
-                (tmp / "empty").write_text("no word token in any chunk\n")
-                return
-            with open(tmp / "vectorizer.pkl", "wb") as f:
+            spill.write({"data": out / "data.npy", "indices": out / "indices.npy", "indptr": out / "indptr.npy"},
+                        len(order), np.float64, weights)
+            with open(out / "vectorizer.pkl", "wb") as f:
                 pickle.dump(vec, f, protocol=pickle.HIGHEST_PROTOCOL)
-            m = built["m"]
-            for name in ("data", "indices", "indptr"):
-                np.save(tmp / f"{name}.npy", getattr(m, name))
-            (tmp / "shape.json").write_text(json.dumps(list(m.shape)))
+            (out / "shape.json").write_text(json.dumps([n, len(order)]))
+        finally:
+            spill.close()
+            if own:
+                bar.close()
 
+    def _build(self, chunks: Sequence[Chunk], cache: Any) -> None:
+        self._n = len(chunks)
+        if cache is None or not getattr(cache, "enabled", True):  # built in a scratch directory, read back
+            tmp = Path(tempfile.mkdtemp(prefix="ragsweep-tfidf-"))
+            try:
+                self._write(chunks, tmp)
+                self._open(tmp, mmap=None)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+            return
         key = Cache.key("index", FORMAT, self.cache_config(), self.fingerprint)
-        path = cache.blob_dir("index", key, writer)
-        if "v" in built:
-            self._vectorizer, self._matrix = built["v"], built["m"]
-        elif (path / "empty").exists():
+        self._open(cache.blob_dir("index", key, lambda tmp: self._write(chunks, tmp)), mmap="r")
+
+    def _open(self, path: Path, mmap: str | None) -> None:
+        if (path / "empty").exists():
             self._vectorizer, self._matrix = None, None
-        else:
-            with open(path / "vectorizer.pkl", "rb") as f:
-                self._vectorizer = pickle.load(f)
-            # memory-mapped CSC parts: a query reads the columns of its terms only
-            self._matrix = _Columns(*(np.load(path / f"{n}.npy", mmap_mode="r") for n in ("data", "indices", "indptr")),
-                                    shape=tuple(json.loads((path / "shape.json").read_text())))
+            return
+        with open(path / "vectorizer.pkl", "rb") as f:
+            self._vectorizer = pickle.load(f)
+        # memory-mapped CSC parts: a query reads the columns of its terms only
+        self._matrix = _Columns(*(np.load(path / f"{n}.npy", mmap_mode=mmap) for n in ("data", "indices", "indptr")),
+                                shape=tuple(json.loads((path / "shape.json").read_text())))
 
     def _search(self, texts: list[str], k: int, cache: Any) -> list[tuple[np.ndarray, np.ndarray]]:
         if self._vectorizer is None:
             return [rank_top_k(np.zeros(self._n), k) for _ in texts]
-        m = self._matrix
-        cols = m if isinstance(m, _Columns) else _Columns(m.data, m.indices, m.indptr, m.shape)
+        cols = self._matrix
         out = []
         for b in range(0, len(texts), _QUERY_BATCH):
             q = self._vectorizer.transform(texts[b : b + _QUERY_BATCH]).tocsr()

@@ -13,6 +13,7 @@ from ragsweep.dataset import BeirDataset, JsonlDataset
 from ragsweep.dataset import loaders
 from ragsweep.dataset.doctable import LazyDocuments, doc_ids_of, titles_of
 from ragsweep.errors import DataError
+from ragsweep.types import Document
 
 OLD = 10**18  # an mtime long past: a file written just now is always parsed (never remembered)
 
@@ -22,13 +23,18 @@ def reads(tmp_path, monkeypatch):
     """Every file the loaders read, in order (the one reader every JSONL/JSON file goes through)."""
     monkeypatch.setenv("RAGSWEEP_FINGERPRINTS", str(tmp_path / "memo" / "fingerprints.json"))
     seen: list[str] = []
-    real = loaders._read_text
+    real_text, real_open = loaders._read_text, loaders._open_binary
 
-    def spy(path):
+    def spy_text(path):
         seen.append(os.path.basename(path))
-        return real(path)
+        return real_text(path)
 
-    monkeypatch.setattr(loaders, "_read_text", spy)
+    def spy_open(path):
+        seen.append(os.path.basename(path))
+        return real_open(path)
+
+    monkeypatch.setattr(loaders, "_read_text", spy_text)
+    monkeypatch.setattr(loaders, "_open_binary", spy_open)
     return seen
 
 
@@ -41,6 +47,7 @@ def _corpus(tmp_path, docs, name="c.jsonl"):
 
 DOCS = [{"doc_id": f"d{i}", "text": f"document {i} says " + "word " * (i % 7), **({"title": f"T{i}"} if i % 2 else {})}
         for i in range(40)] + [{"doc_id": "blank", "text": "   "}]
+EXPECTED = [Document(d["doc_id"], d["text"], d.get("title")) for d in DOCS if d["text"].strip()]
 QUERIES = [{"query_id": "q1", "query": "document 3", "relevant_doc_ids": ["d3", "d10"]},
            {"query_id": "q2", "query": "word", "gt_answer": "a word"}]
 
@@ -68,9 +75,13 @@ def test_warm_load_does_not_parse_the_corpus_and_gives_the_same_dataset(tmp_path
     assert titles_of(warm.documents).get("nope") is None and "d39" in titles_of(warm.documents)
     assert doc_ids_of(warm.documents) == doc_ids_of(cold.documents)
     assert reads == ["q.jsonl"]
-    # the text itself: the file is parsed then, once, and the documents are the cold run's
-    assert list(warm.documents) == list(cold.documents) and warm.documents[5] == cold.documents[5]
-    assert reads == ["q.jsonl", "c.jsonl"]
+    # the text itself: iterating streams the file (each pass reads it, nothing is kept); indexing
+    # parses it, once; the documents are the same either way, cold or warm
+    assert list(warm.documents) == list(cold.documents) == EXPECTED
+    assert reads == ["q.jsonl", "c.jsonl", "c.jsonl"] and warm.documents._docs is None
+    reads.clear()
+    assert warm.documents[5] == cold.documents[5] and warm.documents[6] == cold.documents[6]
+    assert reads == ["c.jsonl", "c.jsonl"]
     assert _load(tmp_path, limit=1).queries == cold.queries[:1]
 
 
@@ -92,7 +103,7 @@ def test_a_changed_corpus_is_parsed_again(tmp_path, reads):
     os.utime(path, ns=(OLD + 10**9, OLD + 10**9))  # touched: a later mtime
     reads.clear()
     again = _load(tmp_path)
-    assert reads == ["c.jsonl", "q.jsonl"] and not isinstance(again.documents, LazyDocuments)
+    assert reads == ["c.jsonl", "q.jsonl"]  # read (and checked) again, in one streaming pass
     assert again.documents.fingerprint == first.documents.fingerprint
     _corpus(tmp_path, DOCS[:10] + [{"doc_id": "d10", "text": "changed"}, {"doc_id": "new", "text": "more"}])
     reads.clear()
@@ -145,3 +156,30 @@ def test_beir_warm_load_and_title_in_text_is_its_own_table(tmp_path, reads):
     assert titled2.queries == titled.queries and titled2.queries[0].relevant[0].end == len("Alpha first text")
     assert titled2.documents.fingerprint == titled.documents.fingerprint != plain2.documents.fingerprint
     assert titles_of(plain2.documents)["a"] == "Alpha" and plain2.stats == plain.stats
+
+
+def test_a_cold_load_streams_the_corpus_into_the_chunker(tmp_path, reads):
+    """Issue 29 (peak memory at 1M documents): a cold load keeps no document text (one streaming
+    pass checks, fingerprints and tables the file) and the chunker reads the file again a batch at
+    a time; the chunks are those of the parsed list."""
+    from ragsweep.cache import Cache
+    from ragsweep.chunker import TokenChunker
+    from ragsweep.dataset.fingerprint import hash_documents
+
+    _corpus(tmp_path, DOCS)
+    cold = _load(tmp_path)
+    assert isinstance(cold.documents, LazyDocuments) and cold.documents._docs is None
+    assert reads == ["c.jsonl", "q.jsonl"]
+    assert cold.documents.fingerprint == hash_documents(EXPECTED)
+    reads.clear()
+    chunker = TokenChunker(size=8, overlap=2)
+    got = list(chunker.chunk(cold.documents, cache=Cache(tmp_path / "cache")))
+    assert reads == ["c.jsonl"] and cold.documents._docs is None  # streamed, never held
+    assert got == list(TokenChunker(size=8, overlap=2).chunk(EXPECTED)) and len(got) > len(EXPECTED)
+    # the file changed under the run (same stat, other ids): the stream says so instead of mis-chunking
+    path = tmp_path / "c.jsonl"
+    st = path.stat()
+    path.write_text(path.read_text().replace('"d7"', '"x7"'))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    with pytest.raises(RuntimeError, match="changed while this run used it"):
+        list(cold.documents)

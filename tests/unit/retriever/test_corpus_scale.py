@@ -141,7 +141,9 @@ def test_tfidf_index_reloads_memory_mapped_with_the_same_scores(tmp_path):
     loaded.index(chunks, cache=Cache(tmp_path))
     assert isinstance(loaded._matrix.data, np.memmap)
     assert not list(sqlite3.connect(tmp_path / "cache.db").execute("SELECT key FROM kv WHERE stage='index'"))
-    sims = (plain._vectorizer.transform([q.query for q in queries]) @ plain._matrix.T).toarray()
+    ref = plain._vectorizer_for()  # scikit-learn's own fit over every chunk: the reference
+    matrix = ref.fit_transform(c.text for c in chunks)
+    sims = (ref.transform([q.query for q in queries]) @ matrix.T).toarray()
     got = loaded.search(queries, k=300)
     for q, row in zip(queries, sims):
         hits = got[q.query_id]
@@ -284,8 +286,8 @@ def test_disabled_cache_persists_nothing(tmp_path):
 
 
 def test_index_advances_the_stage_bar_it_is_given(tmp_path):
-    """The pipeline's ``index`` bar moves while BM25 indexes (it used to sit at 0/N until done)."""
-    from ragsweep.retriever import bm25
+    """The pipeline's ``index`` bar moves while BM25 and TF-IDF index (it used to sit at 0/N until done)."""
+    from ragsweep.retriever import bm25, sparse_build, tfidf
 
     class Bar:
         def __init__(self):
@@ -294,7 +296,9 @@ def test_index_advances_the_stage_bar_it_is_given(tmp_path):
         def update(self, n):
             self.steps.append(n)
 
-    chunks = [Chunk(f"c#{i}", f"d{i}", 0, 5, f"word{i % 13} text {i}") for i in range(2 * bm25._INDEX_BATCH + 5)]
-    bar = Bar()
-    bm25.BM25Retriever().index(chunks, cache=Cache(tmp_path), progress=bar)
-    assert bar.steps == [bm25._INDEX_BATCH, bm25._INDEX_BATCH, 5]
+    n = sparse_build.TEXT_BATCH
+    chunks = [Chunk(f"c#{i}", f"d{i}", 0, 5, f"word{i % 13} text {i}") for i in range(2 * n + 5)]
+    for cls in (bm25.BM25Retriever, tfidf.TfidfRetriever):
+        bar = Bar()
+        cls().index(chunks, cache=Cache(tmp_path), progress=bar)
+        assert bar.steps == [n, n, 5]
