@@ -42,8 +42,9 @@ def test_warm_run_does_not_open_the_corpus_and_gives_the_same_results(compose_cf
 
     monkeypatch.setenv("RAGSWEEP_FINGERPRINTS", str(tmp_path / "memo" / "fingerprints.json"))
     opened: list[str] = []
-    real = loaders._read_text
+    real, real_open = loaders._read_text, loaders._open_binary
     monkeypatch.setattr(loaders, "_read_text", lambda p: (opened.append(os.path.basename(p)), real(p))[1])
+    monkeypatch.setattr(loaders, "_open_binary", lambda p: (opened.append(os.path.basename(p)), real_open(p))[1])
     seed_mlflow(tmp_path)
     overrides = [*_dataset(tmp_path), *stores(tmp_path), "generator=none", "evaluator=none", "retriever.top_k=2",
                  "chunker.size=16", "chunker.overlap=4"]

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Iterator
 
-from ragsweep.dataset.doctable import LazyDocuments, corpus_key, remember
-from ragsweep.dataset.loaders import (_cold_documents, _Loader, _lengths, _PathConfig, _require,
-                                      _require_documents, _warm_or_cold, _whole_doc_spans, finish, read_jsonl)
+from ragsweep.dataset.doctable import LazyDocuments, cold_documents, corpus_key, remember, warm_or_cold
+from ragsweep.dataset.loaders import (_Loader, _lengths, _PathConfig, _require, _require_documents, _whole_doc_spans,
+                                      finish, read_jsonl)
 from ragsweep.errors import DataError
 from ragsweep.types import Dataset, Document, Query
 
@@ -31,7 +31,7 @@ class BeirDataset(_Loader):
         """Like :meth:`JsonlDataset.load`: ``corpus.jsonl`` is parsed on a cold run only."""
         cfile = Path(self.config.path) / "corpus.jsonl"
         key = corpus_key([cfile], self._key_config()) if cfile.is_file() else None
-        return _warm_or_cold(lambda warm: self._build(warm, key), key, self._parsed, str(cfile), self._stream)
+        return warm_or_cold(lambda warm: self._build(warm, key), key, self._parsed, str(cfile), self._stream)
 
     def _key_config(self) -> list[Any]:
         return ["beir", self.config.title_in_text]  # title_in_text changes every text
@@ -57,7 +57,7 @@ class BeirDataset(_Loader):
 
     def _build(self, warm: LazyDocuments | None, key: str | None) -> Dataset:
         root = Path(self.config.path)
-        documents = (_cold_documents(key, self._corpus, self._parsed, self._stream, str(root / "corpus.jsonl"))
+        documents = (cold_documents(key, self._corpus, self._parsed, self._stream, str(root / "corpus.jsonl"))
                      if warm is None else warm)
         docs = _lengths(documents)
         qrels_path = root / "qrels" / f"{self.config.split}.tsv"

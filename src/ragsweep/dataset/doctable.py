@@ -293,6 +293,32 @@ def _write_columns(path: Path, doc_ids: list[str], titles: list[str | None], len
         old.unlink(missing_ok=True)
 
 
+def warm_or_cold(build: Any, key: str | None, parse: Any, source: str, stream: Any = None) -> Any:
+    """``build(documents)`` over the unchanged corpus's table when there is one, else over the
+    parsed file. A warm build that fails (a bad queries file, a relevant document that is empty)
+    is redone cold, so every error is the cold run's own."""
+    warm = open_warm(key, parse, source, stream)
+    if warm is not None:
+        try:
+            return build(warm)
+        except DataError:
+            pass
+    return build(None)
+
+
+def cold_documents(key: str | None, read: Any, parse: Any, stream: Any, source: str) -> Sequence[Document]:
+    """A cold run's corpus. With a table key (the file is stable), one streaming pass checks and
+    fingerprints it and writes its document table (:func:`doctable.scan`): the documents' texts
+    are never all in memory, later passes stream the file again. Without one (a file written
+    seconds ago, a table that cannot be written), the file parsed into a list (``read()``: every
+    document, checked)."""
+    if key is not None:
+        lazy = scan(key, stream(every=True), parse, stream, source)
+        if lazy is not None:
+            return lazy
+    return read()
+
+
 def titles_of(documents: Sequence[Document], doc_ids: Any = None) -> Mapping[str, str | None]:
     """``doc_id`` -> title for the prompt: a lazy corpus's table view (no parse), else a dict
     (over ``doc_ids`` only when given)."""
@@ -307,4 +333,5 @@ def doc_ids_of(documents: Sequence[Document]) -> list[str]:
     return documents.doc_ids() if isinstance(documents, LazyDocuments) else [d.doc_id for d in documents]
 
 
-__all__ = ["LazyDocuments", "corpus_key", "doc_ids_of", "open_warm", "remember", "scan", "tables_dir", "titles_of"]
+__all__ = ["LazyDocuments", "cold_documents", "corpus_key", "doc_ids_of", "open_warm", "remember", "scan", "tables_dir",
+           "titles_of", "warm_or_cold"]

@@ -17,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, ClassVar, Iterator, Mapping, Sequence
 
-from ragsweep.dataset.doctable import LazyDocuments, corpus_key, open_warm, remember, scan
+from ragsweep.dataset.doctable import LazyDocuments, cold_documents, corpus_key, remember, warm_or_cold
 from ragsweep.errors import DataError
 from ragsweep.types import Dataset, Document, Query, Span
 
@@ -204,38 +204,12 @@ def _whole_doc_spans(doc_ids: list[str], lengths: Mapping[str, int], where: str)
     return tuple(spans)
 
 
-def _cold_documents(key: str | None, read: Any, parse: Any, stream: Any, source: str) -> Sequence[Document]:
-    """A cold run's corpus. With a table key (the file is stable), one streaming pass checks and
-    fingerprints it and writes its document table (:func:`doctable.scan`): the documents' texts
-    are never all in memory, later passes stream the file again. Without one (a file written
-    seconds ago, a table that cannot be written), the file parsed into a list (``read()``: every
-    document, checked)."""
-    if key is not None:
-        lazy = scan(key, stream(every=True), parse, stream, source)
-        if lazy is not None:
-            return lazy
-    return read()
-
-
 def _lengths(documents: Sequence[Document]) -> Mapping[str, int]:
     """doc_id -> text length, of every document the file holds (a cold run's blank ones too: a
     relevant document may be blank, and only the cold run decides that)."""
     if isinstance(documents, LazyDocuments):
         return ChainMap(documents.lengths, documents.blank_lengths) if documents.blank_lengths else documents.lengths
     return {d.doc_id: len(d.text) for d in documents}
-
-
-def _warm_or_cold(build: Any, key: str | None, parse: Any, source: str, stream: Any = None) -> Dataset:
-    """``build(documents)`` over the unchanged corpus's table when there is one, else over the
-    parsed file. A warm build that fails (a bad queries file, a relevant document that is empty)
-    is redone cold, so every error is the cold run's own."""
-    warm = open_warm(key, parse, source, stream)
-    if warm is not None:
-        try:
-            return build(warm)
-        except DataError:
-            pass
-    return build(None)
 
 
 class ClapNQ(_Loader):
@@ -320,7 +294,7 @@ class JsonlDataset(_Loader):
         unchanged file read its document table (:mod:`ragsweep.dataset.doctable`)."""
         cpath = Path(self.config.corpus)
         key = corpus_key([cpath], "jsonl") if cpath.is_file() else None
-        return _warm_or_cold(lambda warm: self._build(warm, key), key, self._parsed, str(cpath), self._stream)
+        return warm_or_cold(lambda warm: self._build(warm, key), key, self._parsed, str(cpath), self._stream)
 
     def _parsed(self) -> list[Document]:
         return [d for d in self._corpus() if d.text.strip()]
@@ -349,7 +323,7 @@ class JsonlDataset(_Loader):
 
     def _build(self, warm: LazyDocuments | None, key: str | None) -> Dataset:
         cpath, qpath = Path(self.config.corpus), Path(self.config.queries)
-        documents = _cold_documents(key, self._corpus, self._parsed, self._stream, str(cpath)) if warm is None else warm
+        documents = cold_documents(key, self._corpus, self._parsed, self._stream, str(cpath)) if warm is None else warm
         docs = _lengths(documents)
         queries = []
         qseen: dict[str, int] = {}
