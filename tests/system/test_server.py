@@ -410,13 +410,14 @@ def test_llamacpp_server_answers_and_stops(state):
 
 
 def test_llama_threads_one_process_per_core_or_prompt_on_all_decode_on_half(monkeypatch):
+    from ragsweep.generator.servers import llamacpp
     from ragsweep.generator.servers.llamacpp import LlamaCppServer
 
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(llamacpp, "usable_cpus", lambda: 2)
     srv = LlamaCppServer()  # replicas=auto: one process per core (at most 4), one thread each
     assert (srv.replicas, srv.n_threads, srv.n_threads_batch) == (2, 1, 1)
     assert srv.env["OMP_WAIT_POLICY"] == "PASSIVE"  # waiting threads sleep: no collapse beside a busy process
-    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(llamacpp, "usable_cpus", lambda: 16)
     assert (LlamaCppServer().replicas, LlamaCppServer().n_threads, LlamaCppServer().n_threads_batch) == (4, 4, 4)
     one = LlamaCppServer(replicas=1)  # a single process: prompts on all the cores, decoding on half
     assert (one.n_threads, one.n_threads_batch) == (8, 16)
@@ -428,6 +429,29 @@ def test_llama_threads_one_process_per_core_or_prompt_on_all_decode_on_half(monk
     for bad in (0, -1, "two", True, 1.5):
         with pytest.raises(ValueError, match="generator.server.replicas"):
             LlamaCppServer(replicas=bad)
+
+
+def test_usable_cpus_reads_the_containers_cpu_quota(tmp_path):
+    """``replicas: auto`` and the thread defaults count the cores a container may use, not the host's."""
+    from ragsweep.generator.servers.llamacpp import usable_cpus
+
+    allowed = len(os.sched_getaffinity(0))
+    assert usable_cpus(tmp_path / "none") == allowed  # no cgroup files: the affinity mask
+    v2 = tmp_path / "v2"
+    v2.mkdir()
+    (v2 / "cpu.max").write_text("max 100000\n")  # no quota
+    assert usable_cpus(v2) == allowed
+    (v2 / "cpu.max").write_text("50000 100000\n")  # half a core: rounded up to one
+    assert usable_cpus(v2) == 1
+    (v2 / "cpu.max").write_text(f"{(allowed + 3) * 100000} 100000\n")  # a quota above the mask: the mask
+    assert usable_cpus(v2) == allowed
+    v1 = tmp_path / "v1"
+    (v1 / "cpu").mkdir(parents=True)
+    (v1 / "cpu" / "cpu.cfs_quota_us").write_text("100000\n")
+    (v1 / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
+    assert usable_cpus(v1) == 1
+    (v1 / "cpu" / "cpu.cfs_quota_us").write_text("-1\n")  # v1's "no quota"
+    assert usable_cpus(v1) == allowed
 
 
 class FakeLlamaCpp(LlamaCppServer):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import concurrent.futures
 import importlib.util
 import logging
+import math
 import os
 import sys
 from pathlib import Path
@@ -52,6 +53,37 @@ def resolve_model_path(model_path: str) -> Path:
     return path
 
 
+CGROUP = Path("/sys/fs/cgroup")
+
+
+def usable_cpus(cgroup: Path | None = None) -> int:
+    """The cores this process may use: the CPUs it is allowed to run on (``sched_getaffinity``),
+    capped by a container's CPU quota (cgroup v2 ``cpu.max``, v1 ``cpu.cfs_quota_us`` /
+    ``cpu.cfs_period_us``; rounded up). ``os.cpu_count()`` counts every core of the host, so in a
+    container given 2 CPUs of a 64-core host the defaults below would start 4 processes of 16
+    threads each."""
+    root = CGROUP if cgroup is None else Path(cgroup)
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    quota = None
+    try:
+        text = (root / "cpu.max").read_text().split()
+        if text and text[0] != "max":
+            quota = int(text[0]) / int(text[1])
+    except (OSError, ValueError, IndexError):
+        try:
+            q = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
+            if q > 0:
+                quota = q / int((root / "cpu" / "cpu.cfs_period_us").read_text())
+        except (OSError, ValueError, ZeroDivisionError):
+            pass
+    if quota:
+        n = min(n, max(1, math.ceil(quota)))
+    return max(1, n)
+
+
 def default_replicas() -> int:
     """Server processes: one per logical core, at most 4. llama-cpp-python's server answers one
     request at a time; two one-thread processes answering two requests at once read prompts as
@@ -59,7 +91,7 @@ def default_replicas() -> int:
     decoded token is too small a graph for two threads): on 2 cores, 8 default-run requests took
     2.2-2.3 s each against 2.9-3.3 s from one process (README, "Speed on a CPU"). One-thread
     processes also never wait on a sibling thread that a busy neighbour process has descheduled."""
-    return max(1, min(4, os.cpu_count() or 1))
+    return max(1, min(4, usable_cpus()))
 
 
 def default_threads() -> int:
@@ -68,7 +100,7 @@ def default_threads() -> int:
     little faster, but beside one other busy process 2 spinning threads collapsed (5 questions:
     281 s against 27.5 s idle) and sleeping ones pay a wake-up per barrier (no faster than 1 thread
     idle). Set generator.server.n_threads to all cores on a machine you leave alone."""
-    return max(1, (os.cpu_count() or 2) // 2)
+    return max(1, usable_cpus() // 2)
 
 
 def default_batch_threads() -> int:
@@ -77,7 +109,7 @@ def default_batch_threads() -> int:
     passive`` (waiting threads sleep instead of spinning: the default, ``omp_wait_policy``) the
     second core speeds prompts up when idle and costs nothing beside a busy process. Prompts are
     85-90% of a RAG run's generation time. Measured: README, "Speed on a CPU"."""
-    return max(1, os.cpu_count() or 2)
+    return usable_cpus()
 
 
 def check_replicas(value: Any) -> int | None:
@@ -125,7 +157,7 @@ class LlamaCppServer(ManagedServer):
         # several server processes answer requests side by side (the client spreads them); each
         # gets its share of the cores unless the thread counts are set
         self.replicas = check_replicas(replicas) or default_replicas()
-        share = max(1, (os.cpu_count() or 1) // self.replicas)
+        share = max(1, usable_cpus() // self.replicas)
         self.n_threads = int(n_threads) if n_threads else (share if self.replicas > 1 else default_threads())
         self.n_threads_batch = int(n_threads_batch) if n_threads_batch else (share if self.replicas > 1 else default_batch_threads())
         self._replica_kw = dict(model_path=model_path, n_ctx=n_ctx, host=host, startup_timeout_s=startup_timeout_s,
