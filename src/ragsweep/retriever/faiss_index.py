@@ -4,8 +4,9 @@ by block, and on which device (saying so when ``device`` asks for CUDA).
 - ``flat``: ``IndexFlatIP``, exact inner product. Holds every vector in memory:
   ``rows x dim x 4`` bytes (1M chunks of all-MiniLM-L6-v2: 1.5 GB).
 - ``hnsw``: ``IndexHNSWFlat`` (inner product), approximate; faster search over millions of
-  chunks, about 1.5x the flat index's memory; its recall against ``flat`` is measured by
-  ``experiments/bench_corpus_scale.py``. It stays on the CPU.
+  chunks, about 1.2x the flat index's memory (M=32); its recall, latency and memory against ``flat``
+  are measured by ``experiments/bench_ann_recall.py`` (``experiments/results/ann_recall.md``).
+  It stays on the CPU.
 
 :func:`check_fits` refuses, before any work starts, an index that cannot fit in memory.
 
