@@ -53,7 +53,7 @@ class DenseConfig(RetrieverConfig):
     document_prefix: str = ""  # e.g. "passage: " for e5 models
     index: str = "flat"  # flat (exact) | hnsw (approximate: faster search over millions of chunks)
     hnsw_m: int = 32
-    hnsw_ef_search: int = 128
+    hnsw_ef_search: int = 256
     #: where the corpus is encoded: ``local`` or ``ray`` (Ray Data actors, :mod:`.dense_ray`); same vectors
     engine: str = "local"
     ray_address: str | None = None  # engine=ray: null = a local Ray instance; "auto" or HOST:PORT joins a cluster
@@ -70,7 +70,7 @@ class DenseConfig(RetrieverConfig):
         if self.index not in faiss_index.KINDS:
             raise ValueError(f"retriever.index ({self.index!r}) must be one of {', '.join(faiss_index.KINDS)}")
         if self.hnsw_m < 2 or self.hnsw_ef_search < 1:
-            raise ValueError("retriever.hnsw_m must be >= 2 and retriever.hnsw_ef_search >= 1 (e.g. 32 and 128)")
+            raise ValueError("retriever.hnsw_m must be >= 2 and retriever.hnsw_ef_search >= 1 (e.g. 32 and 256)")
         if self.max_seq_length is not None and self.max_seq_length < 1:
             raise ValueError(f"retriever.max_seq_length ({self.max_seq_length}) must be >= 1 or null")
         dense_ray.check_config(self.engine, self.ray_address, self.ray_num_gpus)
