@@ -1,25 +1,28 @@
-"""A corpus file read once: later runs over the unchanged file do not parse it again.
+"""A corpus file that is never held whole, and read once: later runs over the unchanged file do
+not parse it again.
 
-A loader that reads a large corpus file (``dataset=jsonl``, ``dataset=beir``) writes, after a
-cold run has parsed and checked it, a small *document table*: one Arrow IPC file per source key
+A loader that reads a large corpus file (``dataset=jsonl``, ``dataset=beir``) reads it, on a
+cold run, in one streaming pass (:func:`scan`: every line checked, the kept documents hashed into
+the corpus fingerprint) that writes a small *document table*: one Arrow IPC file per source key
 (each source file's ``(path, size, mtime, inode)`` and the loader's config, as the fingerprint
 memo of :mod:`ragsweep.dataset.fingerprint`) holding every kept document's ``doc_id``, ``title``
 and text length, a ``doc_id``-sorted order for lookups, and in its metadata the corpus
-fingerprint and the number of empty documents skipped. No document text is stored.
+fingerprint and the number of empty documents skipped. No document text is stored, and none is
+kept in memory: the run goes on with a :class:`LazyDocuments` over the table, as a warm run does.
 
 A later run whose source files are unchanged opens that table memory-mapped
 (:func:`open_warm`) and gets a :class:`LazyDocuments`: its length, fingerprint, ``doc_id`` ->
 length/title lookups (binary search over the sorted order: a few page reads, not a dict over every
-document) and ``doc_ids()`` come from the table; only something that needs the documents'
-*text* (iterating them, indexing them: chunking with a chunker config not cached yet, the Ray
-chunker, ``Dataset.doc_index``) parses the corpus file, once, and says so in the log. The
-chunker's cache hit needs only the fingerprint; a run's prompt titles need only the retrieved
-chunks' documents (:func:`titles_of`).
+document) and ``doc_ids()`` come from the table. What needs the documents' *text* reads the file
+again: iterating them (chunking with a chunker config not cached yet, the Ray chunker) streams it
+a batch at a time, keeping nothing; indexing them (``Dataset.doc_index``) parses it into memory,
+once; both say so in the log. The chunker's cache hit needs only the fingerprint; a run's prompt
+titles need only the retrieved chunks' documents (:func:`titles_of`).
 
 A source file changed in size, mtime or inode is a different key (parsed and checked again, a new
-table); a file written in the last few seconds never gets a table (``fingerprint.RACY_S``); a
-table that cannot be written (read-only cache, ids Arrow cannot store) only costs the next run a
-parse. The newest :data:`KEEP` tables are kept.
+table); a file written in the last few seconds never gets a table (``fingerprint.RACY_S``) and is
+parsed into memory, as is one whose table cannot be written (read-only cache, ids Arrow cannot
+store). The newest :data:`KEEP` tables are kept.
 """
 
 from __future__ import annotations
@@ -102,9 +105,10 @@ class _Column(Mapping[str, Any]):
 
 
 class LazyDocuments(collections.abc.Sequence):
-    """The kept documents of a corpus file unchanged since the run that parsed it, from its
+    """The kept documents of a corpus file unchanged since the run that scanned it, from its
     document table: ``len``, ``fingerprint``, :attr:`lengths`, :attr:`titles`, :meth:`doc_ids` read
-    the table; iterating or indexing parses the corpus (``parse``, once) and says so."""
+    the table; iterating streams the corpus file (``stream``, a batch at a time, nothing kept);
+    indexing parses it (``parse``, once). Both say so in the log."""
 
     def __init__(self, path: str | os.PathLike, parse: Callable[[], list[Document]], source: str,
                  stream: Callable[[], Iterable[Document]] | None = None):
