@@ -25,9 +25,10 @@ FILE = "chunks.arrow"
 class ChunkTable(Sequence[Chunk]):
     """The chunks of one stored file as a read-only sequence, memory-mapped: nothing is loaded
     until asked for. ``table[i]`` builds one :class:`Chunk` (a retrieved hit), iteration builds
-    them a record batch at a time, :meth:`texts` reads a slice of the text column. It carries its
-    ``fingerprint`` (derived from the chunk cache key: corpus fingerprint + chunker config), so
-    an index over it need not hash every chunk again."""
+    them a record batch at a time, :meth:`iter_texts` reads the text column a batch at a time
+    (with plain reads, for an index build). It carries its ``fingerprint`` (derived from the chunk
+    cache key: corpus fingerprint + chunker config), so an index over it need not hash every chunk
+    again."""
 
     def __init__(self, path: str | os.PathLike, fingerprint: str | None = None):
         import pyarrow as pa
@@ -70,10 +71,6 @@ class ChunkTable(Sequence[Chunk]):
             return []
         rows = pc.indices_nonzero(pc.is_in(self._table.column("doc_id"), value_set=pa.array(ids, pa.string())))
         return [(i, self[i]) for i in rows.to_pylist()]
-
-    def texts(self, start: int = 0, stop: int | None = None) -> list[str]:
-        stop = len(self) if stop is None else min(stop, len(self))
-        return self._table.column("text").slice(start, max(0, stop - start)).to_pylist()
 
     def iter_texts(self) -> Iterator[list[str]]:
         """Every chunk's text, one stored record batch at a time, read with plain file reads: an

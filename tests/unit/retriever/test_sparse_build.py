@@ -94,3 +94,19 @@ def test_a_lexical_index_over_chunks_without_words_is_empty(tmp_path):
         r.index(chunks, cache=Cache(tmp_path / cls.name))
         assert [h.score for h in r.search([Query("q", "the")], k=2)["q"]] == [0.0, 0.0]
         assert not list((tmp_path / cls.name).rglob(".spill"))
+
+
+def test_an_index_over_a_chunk_file_reads_its_texts_batch_by_batch(tmp_path):
+    from ragsweep import chunkstore
+
+    chunks = _chunks(300)
+    path = tmp_path / "chunks.arrow"
+    chunkstore.write(path, (chunks[s : s + 70] for s in range(0, 300, 70)))
+    table = chunkstore.ChunkTable(path, fingerprint="f")
+    parts = list(table.iter_texts())
+    assert [len(p) for p in parts] == [70, 70, 70, 70, 20]  # the stored record batches
+    assert [t for p in parts for t in p] == [c.text for c in chunks]
+    on_file, in_memory = TfidfRetriever(), TfidfRetriever()
+    on_file.index(table)
+    in_memory.index(chunks)
+    assert np.array_equal(on_file._matrix.data, in_memory._matrix.data)
