@@ -159,8 +159,7 @@ class Cache:
         if enabled:
             self.root.mkdir(parents=True, exist_ok=True)
             (self.root / "blobs").mkdir(exist_ok=True)
-            with self._connect() as con:
-                con.execute(_SCHEMA)
+            self._retrying(lambda con: con.execute(_SCHEMA))
 
     # -- connection -------------------------------------------------------------------------
     @property
@@ -171,9 +170,16 @@ class Cache:
         con = getattr(self._local, "con", None)
         if con is None:
             con = sqlite3.connect(self.db_path, timeout=self.timeout_s, isolation_level=None, check_same_thread=False)
-            con.execute("PRAGMA journal_mode=WAL")
-            con.execute("PRAGMA synchronous=NORMAL")
-            con.execute(f"PRAGMA busy_timeout={int(self.timeout_s * 1000)}")
+            try:
+                # switching a new database to WAL takes an exclusive lock and SQLite does not wait for
+                # it (no busy handler): processes opening a fresh cache together get "database is
+                # locked" here, so the caller (_retrying) tries again on a new connection
+                con.execute("PRAGMA journal_mode=WAL")
+                con.execute("PRAGMA synchronous=NORMAL")
+                con.execute(f"PRAGMA busy_timeout={int(self.timeout_s * 1000)}")
+            except sqlite3.Error:
+                con.close()
+                raise
             self._local.con = con
         return con
 

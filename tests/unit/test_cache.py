@@ -61,6 +61,24 @@ def _writer(args):
     return True
 
 
+def _opener(root):
+    try:
+        Cache(root).put("s", "k", 1)
+        return None
+    except Exception as exc:  # noqa: BLE001 - reported back to the test
+        return repr(exc)
+
+
+def test_processes_opening_a_new_cache_together_all_get_it(tmp_path):
+    """Switching a fresh database to WAL takes a lock SQLite does not wait for: 8 processes
+    opening a new cache at once failed with "database is locked" in about 1 open in 25 (14 of 320
+    in a stress run), which made the test below flaky in CI. Opening now retries like every query."""
+    with mp.get_context("spawn").Pool(8) as pool:
+        errors = [e for d in range(16) for e in pool.map(_opener, [str(tmp_path / str(d))] * 8) if e]
+    assert errors == []
+    assert all(Cache(tmp_path / str(d)).get("s", "k") == 1 for d in range(16))
+
+
 def test_concurrent_processes_share_the_store(tmp_path):
     with mp.get_context("spawn").Pool(4) as pool:
         assert all(pool.map(_writer, [(str(tmp_path), s) for s in (0, 50, 100, 150)]))
