@@ -54,7 +54,7 @@ def test_tfidf_out_of_core_is_scikit_learns_matrix_bit_for_bit(monkeypatch):
     monkeypatch.setattr(sparse_build, "BUDGET", 4096)  # many column ranges
     monkeypatch.setattr(sparse_build, "TEXT_BATCH", 50)  # many spilled batches
     chunks = _chunks()
-    for kw in ({}, {"min_df": 3, "ngram_max": 2, "sublinear_tf": False}):
+    for kw in ({}, {"stopwords": None, "lowercase": False}, {"min_df": 3, "ngram_max": 2, "sublinear_tf": False}):
         r = TfidfRetriever(**kw)
         r.index(chunks)
         ref = r._vectorizer_for()
