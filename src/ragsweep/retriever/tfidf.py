@@ -202,8 +202,8 @@ def _words(vec: Any) -> tuple[Any, frozenset[str]]:
     """The vectorizer's analyzer and the stop words left for the caller to drop. For single words,
     scikit-learn's analyzer is decode -> preprocess -> tokenize -> drop stop words token by token;
     the caller drops them once per distinct word instead (the same words, in the same order;
-    150k chunks: 17.2 -> 15.5 s for the whole build). N-grams are built from the kept words, so
-    there the analyzer stays whole."""
+    150k chunks, 4 interleaved runs each: the whole build 15.6 -> 14.9 s, 5%). N-grams are built
+    from the kept words, so there the analyzer stays whole."""
     if vec.ngram_range != (1, 1) or vec.analyzer != "word":
         return vec.build_analyzer(), frozenset()
     decode, pre, tok = vec.decode, vec.build_preprocessor(), vec.build_tokenizer()
