@@ -56,9 +56,9 @@ class Hit:
 
 @dataclass
 class Dataset:
-    """``documents`` is a list, or (a JSONL/BEIR corpus file unchanged since a run parsed it) a
+    """``documents`` is a list, or (a JSONL/BEIR corpus file with a document table) a
     :class:`ragsweep.dataset.doctable.LazyDocuments`: ``len`` and its ``titles``/``lengths``/
-    ``doc_ids()`` need no parse; iterating or indexing it parses the file (once)."""
+    ``doc_ids()`` need no parse; iterating it streams the file, indexing it parses it (once)."""
 
     name: str
     documents: Sequence[Document]
@@ -69,7 +69,7 @@ class Dataset:
 
     @property
     def doc_index(self) -> dict[str, Document]:
-        """Every document by id (a lazy corpus is parsed for it)."""
+        """Every document by id (a lazy corpus streams its file for it)."""
         return {d.doc_id: d for d in self.documents}
 
 

@@ -1,7 +1,8 @@
 """Dataset loaders, reachable as ``ragsweep.dataset.X`` (the ``_target_`` of every
-``conf/dataset/*.yaml``): the built-ins, a user's files and the shared helpers live in
-:mod:`ragsweep.dataset.loaders`; the RAGChecker benchmark and the long-document corpora in their own
-modules, which build on those helpers (never on this package, so no import cycle).
+``conf/dataset/*.yaml``): the built-ins and the shared helpers live in
+:mod:`ragsweep.dataset.loaders`; a user's JSONL corpus (:mod:`.corpus_file`), the BEIR layout, the
+RAGChecker benchmark and the long-document corpora in their own modules, which build on those
+helpers (never on this package, so no import cycle).
 
 Every loader is a small class with a ``Config`` dataclass (its YAML schema) and ``load()``
 returning a :class:`ragsweep.types.Dataset`. Relevance is expressed as character spans into the
@@ -10,10 +11,10 @@ documents so that it survives any chunking.
 
 from ragsweep.dataset.beir import BeirDataset
 from ragsweep.dataset.benchmark import RagcheckerBenchmark
+from ragsweep.dataset.corpus_file import JsonlDataset
 from ragsweep.dataset.loaders import (
     BUILTIN,
     ClapNQ,
-    JsonlDataset,
     RagbenchPaperQA,
     RagcheckerDataset,
     finish,

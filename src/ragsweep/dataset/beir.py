@@ -1,6 +1,6 @@
 """The BEIR layout as a dataset (``dataset=beir``): ``corpus.jsonl``, ``queries.jsonl``,
 ``qrels/<split>.tsv``; built on the shared helpers of :mod:`ragsweep.dataset.loaders`, its corpus
-parsed on a cold run only (:mod:`ragsweep.dataset.doctable`)."""
+read as :class:`~ragsweep.dataset.corpus_file._CorpusFile` reads one (parsed on a cold run only)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Iterator
 
-from ragsweep.dataset.doctable import LazyDocuments, cold_documents, corpus_key, remember, warm_or_cold
-from ragsweep.dataset.loaders import (_Loader, _lengths, _PathConfig, _require, _require_documents, _whole_doc_spans,
-                                      finish, read_jsonl)
+from ragsweep.dataset.doctable import LazyDocuments
+from ragsweep.dataset.corpus_file import _CorpusFile
+from ragsweep.dataset.loaders import _lengths, _PathConfig, _require, _whole_doc_spans, finish, read_jsonl
 from ragsweep.errors import DataError
 from ragsweep.types import Dataset, Document, Query
 
 
-class BeirDataset(_Loader):
+class BeirDataset(_CorpusFile):
     """BEIR layout: ``corpus.jsonl`` (``_id, title, text``), ``queries.jsonl`` (``_id, text``),
     ``qrels/<split>.tsv`` (``query-id, corpus-id, score``). Only queries with qrels are kept."""
 
@@ -27,26 +27,15 @@ class BeirDataset(_Loader):
         title_in_text: bool = False  # index "title text" as BEIR's evaluations do (the published SciFact figures)
         PATH_EXAMPLE: ClassVar[str] = "DIR (with corpus.jsonl, queries.jsonl, qrels/)"
 
-    def load(self) -> Dataset:
-        """Like :meth:`JsonlDataset.load`: ``corpus.jsonl`` is parsed on a cold run only."""
-        cfile = Path(self.config.path) / "corpus.jsonl"
-        key = corpus_key([cfile], self._key_config()) if cfile.is_file() else None
-        return warm_or_cold(lambda warm: self._build(warm, key), key, self._parsed, str(cfile), self._stream)
+    def _corpus_file(self) -> Path:
+        return Path(self.config.path) / "corpus.jsonl"
 
     def _key_config(self) -> list[Any]:
         return ["beir", self.config.title_in_text]  # title_in_text changes every text
 
-    def _parsed(self) -> list[Document]:
-        return [d for d in self._corpus() if d.text.strip()]
-
-    def _corpus(self) -> list[Document]:
-        documents = list(self._stream(every=True))
-        _require_documents(documents, str(Path(self.config.path) / "corpus.jsonl"))
-        return documents
-
     def _stream(self, every: bool = False) -> Iterator[Document]:
         """``corpus.jsonl``'s documents as it is read (the non-empty ones; ``every``: all)."""
-        cfile = Path(self.config.path) / "corpus.jsonl"
+        cfile = self._corpus_file()
         for n, obj in read_jsonl(cfile):
             text = str(obj.get("text") or "")
             if self.config.title_in_text and obj.get("title"):
@@ -57,8 +46,7 @@ class BeirDataset(_Loader):
 
     def _build(self, warm: LazyDocuments | None, key: str | None) -> Dataset:
         root = Path(self.config.path)
-        documents = (cold_documents(key, self._corpus, self._parsed, self._stream, str(root / "corpus.jsonl"))
-                     if warm is None else warm)
+        documents = self._documents(warm, key)
         docs = _lengths(documents)
         qrels_path = root / "qrels" / f"{self.config.split}.tsv"
         if not qrels_path.is_file():
@@ -81,11 +69,7 @@ class BeirDataset(_Loader):
             qid = str(_require(obj, "_id", f"{root / 'queries.jsonl'}:{n}"))
             if qid in qrels:
                 queries.append(Query(qid, str(obj.get("text", "")), None, _whole_doc_spans(qrels[qid], docs, str(qrels_path))))
-        ds = finish(self.config.name, documents, queries, self.config.limit, str(root))
-        if not isinstance(documents, LazyDocuments):
-            ds.documents = remember(key, [root / "corpus.jsonl"], self._key_config(), ds.documents,
-                                    ds.stats["empty_documents_skipped"])
-        return ds
+        return self._remembered(finish(self.config.name, documents, queries, self.config.limit, str(root)), key)
 
 
 __all__ = ["BeirDataset"]

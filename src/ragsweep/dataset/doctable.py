@@ -227,6 +227,16 @@ def remember(key: str | None, paths: Sequence[str | os.PathLike], config: Any, d
     return docs
 
 
+def unique_ids(documents: Iterable[Document], source: str) -> Iterator[Document]:
+    """``documents`` as they come; a ``doc_id`` seen before is an error naming it."""
+    seen: set[str] = set()
+    for d in documents:
+        if d.doc_id in seen:
+            raise DataError(f"{source}: duplicate doc_id '{d.doc_id}'; document ids must be unique")
+        seen.add(d.doc_id)
+        yield d
+
+
 def scan(key: str, documents: Iterable[Document], parse: Callable[[], list[Document]],
          stream: Callable[[], Iterable[Document]], source: str) -> LazyDocuments | None:
     """A cold run's single pass over a corpus: ``documents`` (every document the loader reads,
@@ -236,15 +246,11 @@ def scan(key: str, documents: Iterable[Document], parse: Callable[[], list[Docum
     over that table (later passes read the file again through ``stream``, a batch at a time),
     or ``None`` when the table cannot be written (the loader then parses the file into memory)."""
     h = Hasher()  # fingerprint.hash_documents, fed as the file is read
-    seen: set[str] = set()
     ids: list[str] = []
     titles: list[str | None] = []
     lengths: list[int] = []
     blank: dict[str, int] = {}
-    for d in documents:
-        if d.doc_id in seen:
-            raise DataError(f"{source}: duplicate doc_id '{d.doc_id}'; document ids must be unique")
-        seen.add(d.doc_id)
+    for d in unique_ids(documents, source):
         if not d.text.strip():
             blank[d.doc_id] = len(d.text)
             continue
@@ -252,7 +258,6 @@ def scan(key: str, documents: Iterable[Document], parse: Callable[[], list[Docum
         ids.append(d.doc_id)
         titles.append(d.title)
         lengths.append(len(d.text))
-    del seen
     if not ids:
         raise DataError(f"{source}: the corpus has zero (non-empty) documents; nothing to retrieve from")
     path = tables_dir() / f"{key}.arrow"
@@ -338,4 +343,4 @@ def doc_ids_of(documents: Sequence[Document]) -> list[str]:
 
 
 __all__ = ["LazyDocuments", "cold_documents", "corpus_key", "doc_ids_of", "open_warm", "remember", "scan", "tables_dir",
-           "titles_of", "warm_or_cold"]
+           "titles_of", "unique_ids", "warm_or_cold"]

@@ -17,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, ClassVar, Iterator, Mapping, Sequence
 
-from ragsweep.dataset.doctable import LazyDocuments, cold_documents, corpus_key, remember, warm_or_cold
+from ragsweep.dataset.doctable import LazyDocuments, unique_ids
 from ragsweep.errors import DataError
 from ragsweep.types import Dataset, Document, Query, Span
 
@@ -166,13 +166,9 @@ def finish(name: str, documents: Sequence[Document], queries: list[Query], limit
 
 def _kept(documents: Sequence[Document], source: str) -> tuple[list[Document], int]:
     """The non-empty documents and how many were empty; a duplicate id is an error."""
-    seen: set[str] = set()
     kept: list[Document] = []
     empty = 0
-    for d in documents:
-        if d.doc_id in seen:
-            raise DataError(f"{source}: duplicate doc_id '{d.doc_id}'; document ids must be unique")
-        seen.add(d.doc_id)
+    for d in unique_ids(documents, source):
         if not d.text.strip():
             empty += 1
             continue
@@ -271,75 +267,6 @@ class RagbenchPaperQA(_Loader):
             for qid, text in data["questions"].items()
         ]
         return finish(self.config.name, documents, queries, self.config.limit, str(path))
-
-
-class JsonlDataset(_Loader):
-    """A user's own data: ``corpus`` JSONL of ``{doc_id, text, title?}`` and ``queries`` JSONL of
-    ``{query_id, query, gt_answer?, relevant_doc_ids?}``."""
-
-    @dataclass
-    class Config:
-        corpus: str | None = None
-        queries: str | None = None
-        limit: int | None = None
-        name: str = "jsonl"
-
-        def __post_init__(self) -> None:
-            _check_limit(self.limit)
-            for field in ("corpus", "queries"):
-                _require_setting(getattr(self, field), field, "jsonl", "PATH.jsonl")
-
-    def load(self) -> Dataset:
-        """The corpus file is parsed and checked on a cold run only: later runs over the same
-        unchanged file read its document table (:mod:`ragsweep.dataset.doctable`)."""
-        cpath = Path(self.config.corpus)
-        key = corpus_key([cpath], "jsonl") if cpath.is_file() else None
-        return warm_or_cold(lambda warm: self._build(warm, key), key, self._parsed, str(cpath), self._stream)
-
-    def _parsed(self) -> list[Document]:
-        return [d for d in self._corpus() if d.text.strip()]
-
-    def _corpus(self) -> list[Document]:
-        documents = list(self._stream(every=True))
-        _require_documents(documents, str(Path(self.config.corpus)))
-        return documents
-
-    def _stream(self, every: bool = False) -> Iterator[Document]:
-        """The corpus file's documents as it is read, checked line by line (the kept, non-empty
-        ones; ``every``: the empty ones too)."""
-        cpath = Path(self.config.corpus)
-        seen: dict[str, int] = {}
-        for n, obj in read_jsonl(cpath):
-            where = f"{cpath}:{n}"
-            text = obj.get("text")
-            if text is None:
-                raise DataError(f"{where}: missing required field 'text'")
-            if not isinstance(text, str):
-                raise DataError(f"{where}: field 'text' must be a string")
-            doc = Document(str(_require(obj, "doc_id", where)), text, obj.get("title"))
-            _unique(seen, doc.doc_id, "doc_id", cpath, n)
-            if every or text.strip():
-                yield doc
-
-    def _build(self, warm: LazyDocuments | None, key: str | None) -> Dataset:
-        cpath, qpath = Path(self.config.corpus), Path(self.config.queries)
-        documents = cold_documents(key, self._corpus, self._parsed, self._stream, str(cpath)) if warm is None else warm
-        docs = _lengths(documents)
-        queries = []
-        qseen: dict[str, int] = {}
-        for n, obj in read_jsonl(qpath):
-            where = f"{qpath}:{n}"
-            rel = obj.get("relevant_doc_ids") or []
-            if not isinstance(rel, list):
-                raise DataError(f"{where}: 'relevant_doc_ids' must be a list of doc ids")
-            _unique(qseen, str(_require(obj, "query_id", where)), "query_id", qpath, n)
-            queries.append(
-                Query(str(_require(obj, "query_id", where)), str(_require(obj, "query", where)), obj.get("gt_answer"), _whole_doc_spans(rel, docs, where))
-            )
-        ds = finish(self.config.name, documents, queries, self.config.limit, str(cpath))
-        if not isinstance(documents, LazyDocuments):  # the corpus fingerprint, hashed once per file
-            ds.documents = remember(key, [cpath], "jsonl", ds.documents, ds.stats["empty_documents_skipped"])
-        return ds
 
 
 class RagcheckerDataset(_Loader):
