@@ -127,6 +127,11 @@ def embed_texts(
 CORPUS_BLOCK = 256
 
 
+def blocks(texts: Sequence[str], start: int = 0, block: int = CORPUS_BLOCK) -> Iterator[list[str]]:
+    """The corpus texts from row ``start`` on, ``block`` at a time (lazily)."""
+    return (list(texts[s : s + block]) for s in range(start, len(texts), block))
+
+
 def encode_block(part: list[str], encode: Callable[[list[str]], Any]) -> np.ndarray:
     """One corpus block's rows in its order: encoded sorted by length (less padding), put back."""
     order = sorted(range(len(part)), key=lambda i: len(part[i]))
@@ -202,7 +207,7 @@ class EmbeddingFile:
                     f.truncate(start * 4 * dim)
             if progress is not None and start:
                 progress.update(start)
-            parts = (list(texts[s : s + block]) for s in range(start, len(texts), block))  # lazily
+            parts = blocks(texts, start, block)
             done = encode_blocks(parts) if encode_blocks is not None else (encode_block(p, encode) for p in parts)
             with open(vec_path, "ab") as f:
                 for rows in done:

@@ -32,8 +32,6 @@ import logging
 import math
 import pickle
 import re
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -154,13 +152,9 @@ class BM25Retriever(Retriever):
             def writer(tmp: Path) -> None:
                 self._save(self._build_rank_bm25([self._tok(c.text) for c in chunks]), tmp)
         else:
-            if not persisted:  # built in a scratch directory, read back into memory
-                tmp = Path(tempfile.mkdtemp(prefix="ragsweep-bm25-"))
-                try:
-                    self._write_bm25s(chunks, tmp)
-                    self._model = self._load(tmp, mmap=False)
-                finally:
-                    shutil.rmtree(tmp, ignore_errors=True)
+            if not persisted:
+                self._model = sparse_build.in_scratch(lambda d: self._write_bm25s(chunks, d),
+                                                      lambda d: self._load(d, mmap=False))
                 return
 
             def writer(tmp: Path) -> None:

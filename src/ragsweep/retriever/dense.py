@@ -21,7 +21,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from ragsweep.cache import Cache
-from ragsweep.embeddings import CORPUS_BLOCK, PROGRESS_MIN_TEXTS, EmbeddingFile, embed_texts, load_sentence_transformer
+from ragsweep.embeddings import PROGRESS_MIN_TEXTS, EmbeddingFile, embed_texts, load_sentence_transformer
+from ragsweep.embeddings import blocks as corpus_blocks
 from ragsweep.embeddings import model_key as embedding_model_key
 from ragsweep.retriever import dense_ray, faiss_index
 from ragsweep.embeddings import minilm_path, model_id  # noqa: F401 - imported from here by others
@@ -135,8 +136,7 @@ class DenseRetriever(Retriever):
         on_ray = self._ray_blocks if self.config.engine == "ray" else None
         if cache is None or not getattr(cache, "enabled", True):
             if on_ray is not None and len(texts):
-                blocks = (list(texts[s : s + CORPUS_BLOCK]) for s in range(0, len(texts), CORPUS_BLOCK))
-                return np.concatenate(list(on_ray(blocks)))
+                return np.concatenate(list(on_ray(corpus_blocks(texts))))
             return self.embed(texts, None, desc="embedding chunks", normalize=False)
         from tqdm.auto import tqdm
 

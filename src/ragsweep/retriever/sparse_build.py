@@ -153,6 +153,17 @@ def scratch(parent: Path | None) -> Path:
     return Path(tempfile.mkdtemp(prefix="ragsweep-spill-"))
 
 
+def in_scratch(write: Callable[[Path], None], read: Callable[[Path], Any]) -> Any:
+    """An index built without a cache: ``write(dir)`` into a temporary directory, ``read(dir)``
+    back into memory, the directory removed either way."""
+    tmp = Path(tempfile.mkdtemp(prefix="ragsweep-index-"))
+    try:
+        write(tmp)
+        return read(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def grow(counts: np.ndarray, cols: np.ndarray, width: int) -> np.ndarray:
     """``counts`` (entries per column so far) widened to ``width`` columns plus this batch's."""
     if len(counts) < width:
@@ -160,4 +171,4 @@ def grow(counts: np.ndarray, cols: np.ndarray, width: int) -> np.ndarray:
     return counts + np.bincount(cols, minlength=width)
 
 
-__all__ = ["SpillMatrix", "grow", "scratch", "text_batches"]
+__all__ = ["SpillMatrix", "grow", "in_scratch", "scratch", "text_batches"]

@@ -16,8 +16,6 @@ from __future__ import annotations
 import itertools
 import json
 import pickle
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -164,13 +162,8 @@ class TfidfRetriever(Retriever):
 
     def _build(self, chunks: Sequence[Chunk], cache: Any) -> None:
         self._n = len(chunks)
-        if cache is None or not getattr(cache, "enabled", True):  # built in a scratch directory, read back
-            tmp = Path(tempfile.mkdtemp(prefix="ragsweep-tfidf-"))
-            try:
-                self._write(chunks, tmp)
-                self._open(tmp, mmap=None)
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
+        if cache is None or not getattr(cache, "enabled", True):
+            sparse_build.in_scratch(lambda d: self._write(chunks, d), lambda d: self._open(d, mmap=None))
             return
         key = Cache.key("index", FORMAT, self.cache_config(), self.fingerprint)
         self._open(cache.blob_dir("index", key, lambda tmp: self._write(chunks, tmp)), mmap="r")
