@@ -11,10 +11,26 @@ from typing import Sequence
 
 
 @dataclass(frozen=True)
+class Heading:
+    """A heading of a parsed file: ``text[start:end]`` is its title, ``level`` 1 the top."""
+
+    start: int
+    end: int
+    level: int
+    title: str
+
+
+@dataclass(frozen=True)
 class Document:
+    """A document. A parsed file (``dataset=files``) also keeps where its pages start (``pages``:
+    the character offset of each page, PDF) and its headings, so a chunk can be placed as
+    "manual.pdf p. 12, § Installation"; both are empty for plain-text corpora."""
+
     doc_id: str
     text: str
     title: str | None = None
+    pages: tuple[int, ...] = ()
+    headings: tuple[Heading, ...] = ()
 
 
 @dataclass(frozen=True)
