@@ -65,6 +65,13 @@ VARIANTS: dict[str, tuple[str, ...]] = {
     "alderlake": (*_AVX2, "AVX_VNNI"),
     "sapphirerapids": (*_AVX512, "AVX512_VBMI", "AVX512_VNNI", "AVX512_BF16", "AMX_INT8"),
 }
+#: variants never chosen by themselves (forcing one still loads it), and why. In llama-cpp-python
+#: 0.3.36's llama.cpp the AMX kernels (Q4_0/Q4_1/Q8_0 weights) die with SIGILL on their first
+#: tile instruction when built with GCC 12: the compiler drops the stores that fill the tile
+#: configuration on the stack, so ``ldtilecfg`` loads an empty one (the disassembly shows it;
+#: upstream fix proposed in ggml-org/llama.cpp#26954). The next best variant (zen4 on a Sapphire
+#: Rapids Xeon: every AVX-512 extension it has, without AMX) runs every format.
+SKIPPED = {"sapphirerapids": "its AMX kernels crash (SIGILL) in this llama.cpp (ggml-org/llama.cpp#26954)"}
 #: what ``llama_print_system_info`` reports of each feature (SSE4.2 shows as SSE3/SSSE3)
 _REPORTED = {"SSE42": {"SSE3", "SSSE3"}}
 _PREFIX, _SUFFIX = "libggml-cpu-", ".so"
@@ -116,9 +123,11 @@ def score(variant: str, flags: set[str]) -> int:
     return 1 + sum(FEATURES[f][1] for f in VARIANTS[variant])
 
 
-def best_variant(flags: set[str], built: list[str] | None = None) -> str | None:
-    """The variant llama.cpp loads on a CPU with ``flags``, among ``built`` (default: all)."""
-    scored = [(score(v, flags), v) for v in (built if built is not None else VARIANTS) if v in VARIANTS]
+def best_variant(flags: set[str], built: list[str] | None = None, skip: bool = False) -> str | None:
+    """The variant llama.cpp's scores pick on a CPU with ``flags``, among ``built`` (default:
+    all); ``skip``: never one of ``SKIPPED`` (what :func:`load` loads)."""
+    scored = [(score(v, flags), v) for v in (built if built is not None else VARIANTS)
+              if v in VARIANTS and not (skip and v in SKIPPED)]
     top = max(scored, default=(0, None))
     return top[1] if top[0] > 0 else None
 
@@ -155,11 +164,14 @@ def load(variant: str | None = None) -> str | None:
                                   f"flags; unset {ENV} or rebuild: python scripts/build_llama_cpp.py")
         _done = True
         return None
-    from llama_cpp import _ggml  # loads libggml (and libggml-base) from llama_cpp/lib
+    lib = _libggml(directory)
     import ctypes
 
-    lib = _ggml.libggml
     lib.ggml_backend_reg_count.restype = ctypes.c_size_t
+    if not forced:  # llama.cpp's own choice, unless that is a variant known to crash here
+        choice = best_variant(cpu_flags(), built, skip=True)
+        if choice != best_variant(cpu_flags(), built):
+            forced = choice
     if forced:
         if forced not in built:
             raise CpuBackendError(f"{ENV}={forced!r} is not a CPU variant of this llama.cpp build; "
@@ -180,6 +192,68 @@ def load(variant: str | None = None) -> str | None:
     return _loaded
 
 
+def _libggml(directory: Path):
+    """The libggml that libllama itself uses (its registry is the one models see). A wheel stores
+    ``libggml.so``, ``.so.0`` and ``.so.0.x`` as separate copies, not links: opening another copy
+    than libllama's would load a second ggml with a registry of its own."""
+    import ctypes
+
+    import llama_cpp  # noqa: F401 - loads libllama, and with it libggml by its soname
+
+    mapped = []
+    try:
+        mapped = [ln.split()[-1] for ln in Path("/proc/self/maps").read_text().splitlines()
+                  if re.search(r"/libggml\.so[.0-9]*$", ln)]
+    except OSError:
+        pass
+    path = next(iter(mapped), None) or next((str(p) for p in (directory / "libggml.so.0", directory / "libggml.so")
+                                             if p.is_file()), "libggml.so.0")
+    return ctypes.CDLL(path)
+
+
+def planned_variant() -> str | None:
+    """The variant :func:`load` would load in a process started now (without loading it)."""
+    built = available()
+    if not built:
+        return None
+    return (os.environ.get(ENV) or "").strip() or best_variant(cpu_flags(), built, skip=True)
+
+
+def binary_dir() -> Path | None:
+    """Where to start llama.cpp's own programs (``llama-server``) so they load :func:`planned_variant`:
+    they load the best variant beside their executable, so for a forced or skipped one this is a
+    folder (in the user's cache, made once) holding a copy of each program and links to the
+    libraries and to that variant alone."""
+    directory = lib_dir()
+    variant = planned_variant()
+    if directory is None or variant is None or variant == best_variant(cpu_flags(), available()):
+        return directory
+    import hashlib
+    import shutil
+
+    tag = hashlib.sha256(f"{directory.resolve()}:{(directory / 'libllama.so').stat().st_mtime_ns}".encode()).hexdigest()[:12]
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    out = base / "ragsweep" / "llama-bin" / f"{tag}-{variant}"
+    if (out / ".done").is_file():
+        return out
+    tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for f in directory.iterdir():
+        if f.name.startswith(_PREFIX) and f.name != f"{_PREFIX}{variant}{_SUFFIX}":
+            continue
+        if f.suffix == ".so" or ".so." in f.name:
+            (tmp / f.name).symlink_to(f.resolve())
+        elif f.is_file() and os.access(f, os.X_OK):  # a program: a copy, so its own folder is this one
+            shutil.copy2(f, tmp / f.name)
+    (tmp / ".done").write_text(variant + "\n")
+    try:
+        tmp.rename(out)
+    except OSError:  # another process made it meanwhile
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
 def loaded_variant() -> str | None:
     """The variant this process runs, from the features its loaded CPU backend reports."""
     import llama_cpp
@@ -194,19 +268,28 @@ def describe(variant: str | None) -> str:
     feats = VARIANTS.get(variant)
     top = [f for f in ("AMX_INT8", "AVX512_BF16", "AVX512_VNNI", "AVX512", "AVX_VNNI", "AVX2", "AVX", "SSE42")
            if feats and f in feats]
-    how = "forced by " + ENV if os.environ.get(ENV) else "the best of " + ", ".join(available())
+    if os.environ.get(ENV):
+        how = "forced by " + ENV
+    else:
+        passed = [f"not {v}: {why}" for v, why in SKIPPED.items() if v in available() and score(v, cpu_flags())]
+        how = "; ".join(["the best of " + ", ".join(available()), *passed])
     return f"{variant} ({', '.join(top[:3]) or 'SSE2'}; {how})"
 
 
 def variant_in_log(path: str | os.PathLike | None) -> str | None:
-    """The variant a server process started through :func:`main` named in its log, else None."""
+    """The variant a server process named in its log (started through :func:`main`, or
+    llama-server), else None."""
     try:
         with open(path or "", encoding="utf-8", errors="replace") as fh:
             head = [next(fh, "") for _ in range(40)]
     except OSError:
         return None
-    m = next((m for m in (re.match(r"llama\.cpp CPU backend: (\S+)", ln) for ln in head) if m), None)
-    return m.group(1) if m else None
+    # ours (cpu_backend.main), else llama.cpp's own ("load_backend: loaded CPU backend from .../libggml-cpu-zen4.so")
+    for pattern in (r"llama\.cpp CPU backend: (\S+)", r"loaded CPU backend from \S*/libggml-cpu-(\w+)\.so"):
+        m = next((m for m in (re.search(pattern, ln) for ln in head) if m), None)
+        if m:
+            return m.group(1)
+    return None
 
 
 def main(argv: list[str] | None = None) -> None:
