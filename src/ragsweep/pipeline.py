@@ -147,6 +147,7 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
         if own_server:
             with timer("server_start"):
                 server.start()
+        tracker.log_params({f"served/{k}": v for k, v in (getattr(server, "served", None) or {}).items()})
         budget = None
         window = getattr(server, "context_window", None)
         if window:
@@ -197,8 +198,7 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
                 tracker.log_file(path, "server")  # each server process's own log, beside the records
 
     model = getattr(server, "model_name", None)
-    records = []
-    failures = 0
+    records, failures = [], 0
     for q, out, text in zip(dataset.queries, outs, prompts):
         rec: dict[str, Any] = {
             "query_id": q.query_id,

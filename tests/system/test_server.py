@@ -152,7 +152,8 @@ def test_llamacpp_missing_model_file_names_the_path(state, tmp_path):
 def test_llamacpp_command_line():
     srv = LlamaCppServer(n_ctx=4096, n_threads=2, n_threads_batch=2, extra_args=["--verbose", "False"], model_format="source")
     argv = srv.command(9000)
-    assert argv[:3] == [sys.executable, "-m", "llama_cpp.server"]
+    # llama.cpp's CPU backend for this CPU is loaded first, then llama_cpp.server runs
+    assert argv[:4] == [sys.executable, "-m", "ragsweep.rag.generator.servers.cpu_backend", "llama_cpp.server"]
     assert argv[argv.index("--model") + 1].endswith("SmolLM2-135M-Instruct.Q4_1.gguf")
     for flag, value in [("--host", "127.0.0.1"), ("--port", "9000"), ("--n_ctx", "4096"),
                         ("--n_threads", "2"), ("--n_threads_batch", "2"), ("--model_alias", "smollm2"),

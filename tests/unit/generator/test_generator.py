@@ -418,8 +418,15 @@ def test_yaml_configs_validate_and_instantiate(compose_cfg, name, cls, monkeypat
     d = server.describe()
     assert d["backend"] == server.kind and "sk-test-secret" not in repr(d) + repr(server)
     if name == "llamacpp":
+        from ragsweep.rag.generator.servers import format_choice
+
+        monkeypatch.setattr(format_choice, "choose", lambda source, cache_dir=None: "source")  # no measuring here
         assert gen.max_tokens == 128 and server.model_name == "smollm2" and server.n_ctx == 8192
-        assert server.command(1234)[1:3] == ["-m", "llama_cpp.server"]
+        argv = server.command(1234)
+        if server.engine == "llama-server":  # llama.cpp's own server, built beside llama-cpp-python
+            assert argv[0].endswith("/llama-server") and argv[argv.index("--parallel") + 1] == str(server.parallel)
+        else:
+            assert argv[1:4] == ["-m", "ragsweep.rag.generator.servers.cpu_backend", "llama_cpp.server"]
     if name == "vllm":
         assert server.model_name == "Qwen/Qwen2.5-7B-Instruct"
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ragsweep.generator.servers import gguf_format
+from ragsweep.rag.generator.servers import llama_server
 from ragsweep.generator.servers.llama_build import (  # noqa: F401 - imported from here by others
     BUILD_SCRIPT,
     CPU_CRASH_SIGNALS,
@@ -128,8 +129,8 @@ class LlamaCppServer(ManagedServer):
     """``python -m llama_cpp.server`` with a GGUF model (default: SmolLM2-135M-Instruct)."""
 
     kind = "llamacpp"
-    DESCRIBED = ("model_path", "model_format", "model_alias", "n_ctx", "replicas", "n_threads", "n_threads_batch",
-                 "omp_wait_policy")
+    DESCRIBED = ("model_path", "model_format", "model_alias", "n_ctx", "engine", "replicas", "parallel", "n_threads",
+                 "n_threads_batch", "flash_attn", "omp_wait_policy")
 
     def __init__(
         self,
@@ -146,9 +147,18 @@ class LlamaCppServer(ManagedServer):
         cache_dir: str | os.PathLike | None = None,
         omp_wait_policy: str | None = "passive",
         replicas: int | str | None = "auto",
+        engine: str | None = "auto",
+        parallel: int | str | None = "auto",
+        flash_attn: str | None = "auto",
         **kw: Any,
     ):
         super().__init__(model_name=model_alias, host=host, port=port, startup_timeout_s=startup_timeout_s, **kw)
+        # llama.cpp's own llama-server (slots decoded together) where it was built, else llama-cpp-python's
+        self.engine = llama_server.resolve_engine(engine)
+        self.parallel = llama_server.check_parallel(parallel) if self.engine == "llama-server" else 1
+        self.flash_attn = llama_server.check_flash_attn(flash_attn)
+        if self.engine == "llama-server":
+            self.health_path = "/health"  # 503 while the model loads
         self.model_path = str(model_path)
         self.model_format = model_format  # checked in preflight(): a ConfigError naming the field
         self.cache_dir = Path(cache_dir) if cache_dir else None
@@ -166,7 +176,8 @@ class LlamaCppServer(ManagedServer):
         self._replica_kw = dict(model_path=model_path, n_ctx=n_ctx, host=host, startup_timeout_s=startup_timeout_s,
                                 model_alias=model_alias, extra_args=extra_args, cache_dir=cache_dir,
                                 omp_wait_policy=omp_wait_policy, model_format=model_format, n_threads=self.n_threads,
-                                n_threads_batch=self.n_threads_batch, replicas=1, **kw)
+                                n_threads_batch=self.n_threads_batch, replicas=1, engine=self.engine,
+                                parallel=self.parallel, flash_attn=self.flash_attn, **kw)
         self._replicas: list[LlamaCppServer] = []
         self.model_alias = model_alias
         self.extra_args = [str(a) for a in (extra_args or [])]
@@ -179,7 +190,7 @@ class LlamaCppServer(ManagedServer):
             self.resolved_model_path = resolve_model_path(self.model_path)
         except FileNotFoundError as exc:
             raise ModelFileNotFoundError(str(exc)) from None
-        for mod in ("llama_cpp", "uvicorn", "fastapi", "sse_starlette"):
+        for mod in ("llama_cpp",) if self.engine == "llama-server" else ("llama_cpp", "uvicorn", "fastapi", "sse_starlette"):
             if importlib.util.find_spec(mod) is None:
                 raise ExecutableNotFoundError(
                     f"the llama.cpp server needs {mod!r}: pip install 'llama-cpp-python[server]'"
@@ -289,7 +300,14 @@ class LlamaCppServer(ManagedServer):
             return cpu_crash_hint()
         return super().crash_hint(returncode)
 
+    @property
+    def slots(self) -> int:
+        """Requests one process answers at once (llama-server's slots; llama-cpp-python's: 1)."""
+        return self.parallel
+
     def command(self, port: int) -> list[str]:
+        if self.engine == "llama-server":
+            return llama_server.command(self, port)
         path = self.served_model()
         return [
             # the CPU backend for this CPU loaded first (llama_cpp.server does not look for it)
@@ -306,12 +324,26 @@ class LlamaCppServer(ManagedServer):
             # every prompt token, and an n_ctx x vocabulary float32 array (1.6 GB at n_ctx 8192)
             # fills as prompts grow
             "--logits_all", "False",
+            *(["--flash_attn", "True"] if self.flash_attn == "on" else []),
             *self.extra_args,
         ]
 
     @property
     def context_window(self) -> int:
         return self.n_ctx
+
+    @property
+    def served(self) -> dict[str, Any]:
+        """What answered, for the run's params (``served/*``): the weight format (``auto``
+        resolved), the file, and the CPU backend variant the server process loaded (its log)."""
+        from ragsweep.rag.generator.servers import cpu_backend
+
+        fmt = self.effective_format()
+        return {"model_format": "q4_1 (source)" if fmt == "source" and self.model_path == SMOLLM2 else fmt,
+                # llama-server does not log it: the variant its folder holds (cpu_backend.binary_dir)
+                "model_file": self.served_model().name, "cpu_variant": cpu_backend.variant_in_log(self.log_path)
+                or (cpu_backend.planned_variant() if self.engine == "llama-server" else None),
+                "engine": self.engine, "processes": self.replicas, "slots_per_process": self.parallel}
 
     @property
     def cache_identity(self) -> Any:
@@ -323,4 +355,6 @@ class LlamaCppServer(ManagedServer):
             fmt = str(self.model_format)
         if fmt != "source":  # answers in another weight format are other answers
             ident["model_format"] = fmt
+        if self.engine == "llama-server":  # another chat template engine and batched arithmetic
+            ident["engine"] = self.engine
         return ident
