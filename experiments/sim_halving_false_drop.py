@@ -12,9 +12,9 @@ every system; a system's value for it is
 So every system has the same expected value on every question: any "dropped:worse" is a false
 drop. For each rung this counts whether at least one system was dropped as worse, under
 
-- ``mcb``: :func:`ragsweep.search.decide_rung` as it is now: rank over the shared questions,
+- ``mcb``: :func:`ragsweep.analysis.search.decide_rung` as it is now: rank over the shared questions,
   comparison with the best by the within-question permutation test of the range of the system
-  means (:func:`ragsweep.stats.best_p`, 9,999 permutations);
+  means (:func:`ragsweep.analysis.stats.best_p`, 9,999 permutations);
 - ``best_vs_each_holm``: the rule before issue 22: each system against the data-chosen best by
   the two-sided paired sign-flip test (exact at n = 12), Holm over the k - 1 tests.
 
@@ -32,8 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ragsweep import stats
-from ragsweep.search import Entry, decide_rung
+from ragsweep.analysis import stats
+from ragsweep.analysis.search import Entry, decide_rung
 
 
 def rung(model: str, k: int, n: int, rng: np.random.Generator) -> np.ndarray:

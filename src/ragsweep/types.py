@@ -73,7 +73,7 @@ class Hit:
 @dataclass
 class Dataset:
     """``documents`` is a list, or (a JSONL/BEIR corpus file with a document table) a
-    :class:`ragsweep.dataset.doctable.LazyDocuments`: ``len`` and its ``titles``/``lengths``/
+    :class:`ragsweep.corpus.dataset.doctable.LazyDocuments`: ``len`` and its ``titles``/``lengths``/
     ``doc_ids()`` need no parse; iterating it streams the file, indexing it parses it (once)."""
 
     name: str

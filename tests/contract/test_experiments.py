@@ -9,7 +9,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from support import CONF
-from ragsweep.report import LAYOUTS, SHORT_PARAMS, parse_expect
+from ragsweep.analysis.report import LAYOUTS, SHORT_PARAMS, parse_expect
 
 CONF_DIR = str(CONF)
 # experiment -> (hydra.sweeper.params as lists, sweep.layout, sweep.params)

@@ -138,7 +138,7 @@ def cli(cwd: Path, *args: str, env: dict | None = None, timeout: float = 240) ->
         **(env or {}),
     }
     full.pop("MLFLOW_TRACKING_URI", None)
-    return subprocess.run([PY, "-m", "ragsweep.cli", *args], cwd=cwd, env=full, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([PY, "-m", "ragsweep.pipeline.cli", *args], cwd=cwd, env=full, capture_output=True, text=True, timeout=timeout)
 
 
 def mlflow_runs(d: Path, experiment: str = "default") -> tuple[Any, list]:
@@ -214,9 +214,9 @@ class Script:
 
 @pytest.fixture
 def run_system_in(compose_cfg, tmp_path, monkeypatch):
-    """``run(base_url, *overrides)``: one system through ``ragsweep.pipeline.run_system``,
+    """``run(base_url, *overrides)``: one system through ``ragsweep.pipeline.system.run_system``,
     in-process (the CLI's own code path minus Hydra's process setup), stores in ``tmp_path``."""
-    from ragsweep.pipeline import run_system
+    from ragsweep.pipeline.system import run_system
 
     monkeypatch.setenv(KEY_ENV, "sk-test-faults")
     data = tiny_dataset(tmp_path)
@@ -319,7 +319,7 @@ def test_retry_after_below_the_cap_is_waited_for(run_system_in):
 
 
 def test_failures_above_max_failure_rate_end_the_run_failed(run_system_in, tmp_path):
-    from ragsweep.cache import Cache
+    from ragsweep.store.cache import Cache
     from ragsweep.errors import FailureRateExceeded
 
     script = Script({q: (lambda n: status(503)) for q in ("q1", "q2")})
@@ -493,7 +493,7 @@ def start_cli(cwd: Path, *args: str) -> subprocess.Popen:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "RAGSWEEP_CACHE_DIR": str(cwd / "cache"), "RAGSWEEP_STATE_DIR": str(cwd / "state")}
     env.pop("MLFLOW_TRACKING_URI", None)
     return subprocess.Popen(
-        [PY, "-m", "ragsweep.cli", *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [PY, "-m", "ragsweep.pipeline.cli", *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
 
 

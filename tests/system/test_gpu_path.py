@@ -23,9 +23,9 @@ import pytest
 
 from support.processes import wait_gone
 from support import TESTS
-from ragsweep.generator import ChatClient, ChatRequest, VLLMServer, build_client, find_orphans, stop_orphans
-from ragsweep.generator.server import pid_alive
-from ragsweep.generator.servers.errors import GPUMemoryError, ServerStartupError
+from ragsweep.rag.generator import ChatClient, ChatRequest, VLLMServer, build_client, find_orphans, stop_orphans
+from ragsweep.rag.generator.server import pid_alive
+from ragsweep.rag.generator.servers.errors import GPUMemoryError, ServerStartupError
 
 FAKE_VLLM = TESTS / "fixtures" / "fake_vllm"
 KEY = "sk-vllm-test-4a7c"
@@ -63,7 +63,7 @@ def test_vllm_key_in_the_environment_starts_fast_and_is_sent(fake_vllm, monkeypa
     srv.start()  # the old readiness check polled /v1/models, which answers 401 until the timeout
     assert time.monotonic() - t0 < 10
     assert srv.api_key == KEY
-    client = build_client({"server": {"_target_": "ragsweep.generator.server.VLLMServer"}, "max_retries": 0}, srv,
+    client = build_client({"server": {"_target_": "ragsweep.rag.generator.server.VLLMServer"}, "max_retries": 0}, srv,
                           progress=False)
     r = client.chat(ChatRequest.user("hello", max_tokens=8))
     assert r.ok, r.error
@@ -71,7 +71,7 @@ def test_vllm_key_in_the_environment_starts_fast_and_is_sent(fake_vllm, monkeypa
     bad = ChatClient(srv.base_url, srv.model_name, max_retries=0, progress=False).chat(ChatRequest.user("x"))
     assert not bad.ok and "401" in str(bad.error)
     # a sweep's job reaches the same server through the variable's name, never the key itself
-    from ragsweep.sweep import AttachedServer
+    from ragsweep.pipeline.sweep import AttachedServer
 
     info = {"base_url": srv.base_url, "model_name": srv.model_name, "kind": "vllm", "api_key_env": srv.api_key_env}
     assert AttachedServer(info).api_key == KEY and KEY not in json.dumps(info)
@@ -99,8 +99,8 @@ def vllm_pair(compose_cfg, *extra: str):
 
 
 def test_sweep_generator_and_vllm_judge_share_one_gpu(fake_vllm, compose_cfg):
-    from ragsweep.evaluator.judge import Judge
-    from ragsweep.sweep import SweepCallback
+    from ragsweep.judge.llm_judge import Judge
+    from ragsweep.pipeline.sweep import SweepCallback
 
     cfg = vllm_pair(compose_cfg)
     sweep = SweepCallback()
@@ -120,7 +120,7 @@ def test_sweep_generator_and_vllm_judge_share_one_gpu(fake_vllm, compose_cfg):
 
 
 def test_explicit_shares_that_cannot_fit_name_both_servers(fake_vllm, compose_cfg, caplog):
-    from ragsweep.sweep import SweepCallback
+    from ragsweep.pipeline.sweep import SweepCallback
 
     cfg = vllm_pair(compose_cfg, "generator.server.gpu_memory_utilization=0.9",
                     "evaluator.judge.server.gpu_memory_utilization=0.9")
@@ -194,7 +194,7 @@ def test_fake_vllm_refuses_like_vllm_when_memory_is_short(fake_vllm):
 # -- 3: a vLLM left by a killed sweep ----------------------------------------------------------------
 ORPHAN_CHILD = textwrap.dedent("""
     import os, signal, sys
-    from ragsweep.generator.server import VLLMServer
+    from ragsweep.rag.generator.server import VLLMServer
     srv = VLLMServer(model="fake/orphan", executable=sys.argv[1] or None, startup_timeout_s=30)
     srv.start()
     print(srv.pid, flush=True)
@@ -228,7 +228,7 @@ def test_vllm_left_by_a_killed_sweep_is_found_and_stopped_with_its_worker(fake_v
 
 
 def test_registry_ignores_a_reused_pid(tmp_path):
-    from ragsweep.generator.servers import process
+    from ragsweep.rag.generator.servers import process
 
     entry = {"pid": os.getpid(), "pgid": os.getpid(), "owner_pid": 999999999, "argv": [sys.executable],
              "start_time": (process.start_time(os.getpid()) or 0) + 1}
@@ -268,8 +268,8 @@ def test_no_extra_installs_faiss_gpu_beside_faiss_cpu():
 
 
 def test_dense_on_cuda_says_once_at_warning_which_index_it_uses(caplog, tmp_path):
-    from ragsweep.retriever import faiss_index
-    from ragsweep.retriever.dense import DenseRetriever
+    from ragsweep.rag.retriever import faiss_index
+    from ragsweep.rag.retriever.dense import DenseRetriever
     from ragsweep.types import Chunk
 
     faiss_index._said.clear()
@@ -282,7 +282,7 @@ def test_dense_on_cuda_says_once_at_warning_which_index_it_uses(caplog, tmp_path
         r._build(chunks, None)
         return r
 
-    with caplog.at_level(logging.INFO, logger="ragsweep.retriever.dense"):
+    with caplog.at_level(logging.INFO, logger="ragsweep.rag.retriever.dense"):
         r = build()
         build()
     said = [rec for rec in caplog.records if "dense index" in rec.getMessage()]
@@ -296,7 +296,7 @@ def test_dense_on_cuda_says_once_at_warning_which_index_it_uses(caplog, tmp_path
 # -- 5: generator.stop, against the real llama.cpp server --------------------------------------------
 @pytest.mark.slow
 def test_generator_stop_reaches_the_real_llamacpp_server(compose_cfg, tmp_path):
-    from ragsweep.pipeline import run_system
+    from ragsweep.pipeline.system import run_system
 
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps(r) + "\n" for r in [
@@ -328,8 +328,8 @@ def test_generator_stop_reaches_the_real_llamacpp_server(compose_cfg, tmp_path):
 
 # -- 6: client defaults follow the server kind -----------------------------------------------------
 def test_client_defaults_follow_vllm_whichever_way_it_is_selected(compose_cfg, fake_vllm):
-    from ragsweep.evaluator.judge import Judge
-    from ragsweep.generator.servers.defaults import client_defaults
+    from ragsweep.judge.llm_judge import Judge
+    from ragsweep.rag.generator.servers.defaults import client_defaults
 
     swapped = compose_cfg("server@generator.server=vllm", "generator.server.model=fake/generator")
     srv = VLLMServer(model="fake/generator", startup_timeout_s=20)

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from ragsweep import search
-from ragsweep.search import Entry, decide_rung, job_return
+from ragsweep.analysis import search
+from ragsweep.analysis.search import Entry, decide_rung, job_return
 
 
 def _vals(mean, n=30, spread=0.05, seed=0):
@@ -175,7 +175,7 @@ def test_halving_sweep_end_to_end_logs_rungs_and_promoted_systems_reuse_the_cach
         else:
             assert c.data.metrics["cache/generation/hits"] == 0
     # the report shows the rungs, the Pareto front and the tie set
-    from ragsweep.report.cli import build_report
+    from ragsweep.analysis.report.cli import build_report
 
     rep = build_report(f"sqlite:///{tmp_path}/mlruns/mlflow.db", "default", None, str(tmp_path / "report"))
     md = (rep.out / "search.md").read_text()
@@ -188,7 +188,7 @@ def test_halving_sweep_end_to_end_logs_rungs_and_promoted_systems_reuse_the_cach
 def test_optuna_sweep_end_to_end_maximises_the_declared_objective(tmp_path):
     from test_launchers import mlflow_runs, parents_and_children
 
-    # conf/config.yaml registers ragsweep.search.SearchCallback: the direction comes from the registry
+    # conf/config.yaml registers ragsweep.analysis.search.SearchCallback: the direction comes from the registry
     proc = _sweep(tmp_path, "retriever.top_k=1,2", "hydra/sweeper=optuna", "hydra.sweeper.n_trials=2", "hydra.sweeper.n_jobs=1")
     assert "Directions: ['maximize']" in proc.stdout + proc.stderr
     parents, children = parents_and_children(mlflow_runs(tmp_path))

@@ -18,7 +18,7 @@ class HalvingSweeperConf:
     keep: float = 0.3333333333333333
     # the objective the promotion ranks and tests; null: the first of sweep.objectives
     objective: Optional[str] = None
-    # comparison with the rung's best (ragsweep.stats.best_p): P(any of k tied systems dropped) <= alpha
+    # comparison with the rung's best (ragsweep.analysis.stats.best_p): P(any of k tied systems dropped) <= alpha
     alpha: float = 0.05
     # jobs handed to the launcher at once (null: a whole rung)
     max_batch_size: Optional[int] = None

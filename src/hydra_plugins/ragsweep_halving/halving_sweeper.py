@@ -2,7 +2,7 @@
 
 Rung ``i`` runs every surviving system with ``<fidelity>=rungs[i]`` (by default
 ``dataset.limit``: 20 -> 60 -> 180 questions), through the configured launcher, as ordinary
-child runs of the sweep's parent run. After each rung :func:`ragsweep.search.decide_rung` keeps
+child runs of the sweep's parent run. After each rung :func:`ragsweep.analysis.search.decide_rung` keeps
 the systems that are neither significantly worse than the rung's best (comparison with the best
 over the questions every system of the rung scored: a permutation test of the range of the
 system means, which drops any of k tied systems with probability at most ``alpha``) nor ranked
@@ -10,7 +10,7 @@ out (below ``ceil(keep * n)``). Per-question values come back in each job's
 return value (or, for a system a resumed sweep skipped, from its ``records.json``).
 
 Every rung's decisions go to the parent run: the artifact ``rungs.json``, the tag
-``ragsweep.rungs`` (one line: systems per rung and the winner) and ``ragsweep.search=halving``.
+``ragsweep.rungs`` (one line: systems per rung and the winner) and ``ragsweep.analysis.search=halving``.
 A promoted system re-uses the lower rung's work: its first questions' retrieval, prompts,
 generations and judgements are cache hits (the cache is content-addressed), so a rung pays only
 for its new questions.
@@ -78,7 +78,7 @@ class HalvingSweeper(Sweeper):
 
     # -- sweep ----------------------------------------------------------------------------------
     def sweep(self, arguments: List[str]) -> Any:
-        from ragsweep import search
+        from ragsweep.analysis import search
 
         assert self.config is not None and self.launcher is not None
         objective = self.objective or search.objectives(self.config)[0]
@@ -120,7 +120,7 @@ class HalvingSweeper(Sweeper):
         return out
 
     def _entry(self, overrides: list[str], ret: Any, objective: str) -> Any:
-        from ragsweep import search
+        from ragsweep.analysis import search
 
         system = self.labels.get(" ".join(overrides), " ".join(overrides))
         try:
@@ -137,7 +137,7 @@ class HalvingSweeper(Sweeper):
 
     # -- MLflow ---------------------------------------------------------------------------------
     def _sweep_info(self) -> tuple[Path | None, dict[str, Any]]:
-        from ragsweep.sweep import ENV_SWEEP_FILE
+        from ragsweep.pipeline.sweep import ENV_SWEEP_FILE
 
         path = os.environ.get(ENV_SWEEP_FILE)
         if not path:
@@ -150,7 +150,7 @@ class HalvingSweeper(Sweeper):
 
     def _ask_for_records(self) -> None:
         """Tell the jobs (through the sweep's shared state file) to return per-question values."""
-        from ragsweep import search
+        from ragsweep.analysis import search
 
         path, info = self._sweep_info()
         if path is None:
@@ -166,7 +166,8 @@ class HalvingSweeper(Sweeper):
         return tracking.client(tracking.resolve_tracking_uri(str(self.config.mlflow.tracking_uri)))
 
     def _values_from_mlflow(self, run_id: str, objective: str) -> dict[str, float] | None:
-        from ragsweep import search, tracking
+        from ragsweep.analysis import search
+        from ragsweep import tracking
 
         found, doc = tracking.read_json_artifact(self._client(), run_id, "records.json")
         if not found:
@@ -175,7 +176,7 @@ class HalvingSweeper(Sweeper):
         return search.per_question(records, objective)
 
     def _log_rungs(self) -> None:
-        from ragsweep import search
+        from ragsweep.analysis import search
 
         _, info = self._sweep_info()
         parent = info.get("parent_run_id")

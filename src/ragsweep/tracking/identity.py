@@ -17,8 +17,8 @@ from typing import Any, Mapping
 
 from omegaconf import DictConfig
 
-from ragsweep.cache import content_hash
-from ragsweep.config import COMPONENT_GROUPS
+from ragsweep.store.cache import content_hash
+from ragsweep.conf import COMPONENT_GROUPS
 
 #: numeric knobs logged under a short name: short name -> (group, field)
 SHORT_KNOBS = {
@@ -115,3 +115,17 @@ def params_key(params: Mapping[str, Any], run_name: str | None = None) -> str:
 def run_system_key(tags: Mapping[str, str], params: Mapping[str, Any], run_name: str | None = None) -> str:
     """The system a logged run ran: its ``ragsweep.system_key`` tag, else derived from its params."""
     return tags.get(SYSTEM_KEY_TAG) or params_key(params, run_name)
+
+
+#: the tag that marks a retrieval-only run (``generator=none``: nothing generated, no server)
+MODE_TAG = "ragsweep.mode"
+MODE = "retrieval_only"
+
+
+def retrieval_only_tags() -> dict[str, str]:
+    return {MODE_TAG: MODE}
+
+
+def is_retrieval_only(run: Any) -> bool:
+    """Whether an MLflow run was retrieval-only (its ``ragsweep.mode`` tag)."""
+    return run.data.tags.get(MODE_TAG) == MODE

@@ -45,7 +45,7 @@ def _row(matrix: Any, i: int) -> list[Any]:
 
 def claims_view(rec: dict[str, Any]) -> dict[str, Any]:
     """The claims of the response and of the ground truth with their labels (RAGChecker's schema,
-    see :mod:`ragsweep.evaluator.ragchecker_metrics`): a response claim's ``vs_gt`` is
+    see :mod:`ragsweep.judge.ragchecker_metrics`): a response claim's ``vs_gt`` is
     ``answer2response[i]``, its ``vs_chunks`` ``retrieved2response[i]`` (one label per chunk); a
     ground-truth claim's ``vs_response`` is ``response2answer[j]``, its ``vs_chunks``
     ``retrieved2answer[j]``."""

@@ -30,7 +30,7 @@ def test_one_system_key(compose_cfg):
 
 
 def test_report_orders_values_as_the_sweep_gave_them():
-    from ragsweep.report.frame import declared_order, sort_values
+    from ragsweep.analysis.report.frame import declared_order, sort_values
 
     order = declared_order("retriever=dense,bm25 retriever.top_k=2,4 +experiment=x", {"prompt": "long_cot,no_context"})
     assert order == {"retriever": ["dense", "bm25"], "top_k": ["2", "4"], "prompt": ["long_cot", "no_context"]}
