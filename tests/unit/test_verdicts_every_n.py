@@ -44,24 +44,29 @@ def test_barely_moves_is_not_reproduced_from_two_questions():
     assert four.verdict == SAME_NS and four.p >= 1 / 16
 
 
-def test_barely_moves_is_reproduced_by_tost_when_the_data_can_show_it():
+def test_barely_moves_is_reproduced_when_the_interval_lies_inside_tol():
+    # issue 34: the interval is the betting one on the metric's range; +-0.2 on a 0-100 metric needs 250
     rng = np.random.default_rng(0)
-    base = list(rng.uniform(20, 80, 12))
+    base = list(rng.uniform(20, 80, 250))
     v = _direction([base, [x + 0.2 * (-1) ** i for i, x in enumerate(base)]], "flat", tol=2.0)
-    assert v.verdict == REPRODUCED and v.p < 0.05 and v.steps[0]["test"] == "TOST |mean| < 2"
+    assert v.verdict == REPRODUCED and v.p < 0.05 and v.steps[0]["test"] == "95% betting CI within ±2"
+    assert -2.0 < v.steps[0]["ci_low"] and v.steps[0]["ci_high"] < 2.0
+    short = _direction([base[:249], [x + 0.2 * (-1) ** i for i, x in enumerate(base[:249])]], "flat", tol=2.0)
+    assert short.verdict == SAME_NS and short.n_needed == 250
 
 
 # -- 2. contradicting "barely moves" needs |diff| > tol shown ------------------------------------
 def test_barely_moves_is_not_contradicted_while_the_step_may_lie_within_tol():
     base = [40.0 + i for i in range(20)]
-    d = [2.1 + (2.5 if i % 2 else -2.5) for i in range(20)]  # mean 2.1, 95% CI about [1.0, 3.2], p vs 0 = 0.002
+    d = [2.1 + (2.5 if i % 2 else -2.5) for i in range(20)]  # mean 2.1, bootstrap CI about [1.0, 3.2], p vs 0 = 0.002
     v = _direction([base, [b + x for b, x in zip(base, d)]], "flat", tol=2.0)
     assert v.steps[0]["ci_low"] < 2.0 < v.steps[0]["ci_high"]
     assert stats.sign_flip_p(d)[0] < 0.01  # different from 0 - but not shown beyond 2
     assert v.verdict == OPPOSITE_NS
-    # shown beyond tol: contradicted
-    far = _direction([base, [b + 6 + (0.5 if i % 2 else -0.5) for i, b in enumerate(base)]], "flat", tol=2.0)
-    assert far.verdict == CONTRADICTED and far.p < 0.05
+    # shown beyond tol: contradicted (the betting interval on a 0-100 metric needs 31 such questions)
+    wide = [40.0 + i % 20 for i in range(31)]
+    far = _direction([wide, [b + 20 + (0.5 if i % 2 else -0.5) for i, b in enumerate(wide)]], "flat", tol=2.0)
+    assert far.verdict == CONTRADICTED and far.p < 0.05 and far.steps[0]["ci_low"] > 2.0
 
 
 # -- 3. the p and the power n come from the limiting step -----------------------------------------
@@ -212,8 +217,10 @@ def test_a_barely_moves_step_decided_by_ppi_uses_the_tol_tests_on_its_normal_int
     se = 0.5
     z = norm.ppf(0.975)
     within = stats.Paired(0.5, 0.5 - z * se, 0.5 + z * se, 0.3, 100, 10.0, 10.5, False)
-    # TOST: the larger one-sided p, here that of the upper margin: Phi((0.5 - 2) / 0.5)
-    assert abs(_normal_tol_p(within, 2.0, True) - norm.cdf(-3.0)) < 1e-9
+    # the 95% interval inside tol: twice the larger one-sided p, here that of the upper margin: 2 Phi((0.5 - 2) / 0.5)
+    assert abs(_normal_tol_p(within, 2.0, True) - 2 * norm.cdf(-3.0)) < 1e-9
+    edge = stats.Paired(0.5, 0.5 - z * se, 0.5 + z * se, 0.3, 100, 10.0, 10.5, False)  # upper end 1.48: inside 1.5
+    assert _normal_tol_p(edge, 1.5, True) < 0.05 < _normal_tol_p(edge, 1.47, True)
     beyond = stats.Paired(3.0, 3.0 - z * se, 3.0 + z * se, 1e-6, 100, 10.0, 13.0, False)
     assert abs(_normal_tol_p(beyond, 2.0, False) - 2 * norm.sf(2.0)) < 1e-9
     # an interval reaching inside tol cannot contradict "barely moves" at alpha

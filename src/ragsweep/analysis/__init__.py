@@ -1,0 +1,1 @@
+"""What the numbers support: statistics of bounded metrics and comparisons across systems."""
