@@ -273,44 +273,6 @@ def n_for_power(diffs: Sequence[float], *, alpha: float = 0.05, power: float = 0
     return max(floor, int(math.ceil((z * sd / effect) ** 2)))
 
 
-#: random within-question permutations of the systems in :func:`best_p` (smallest p 1e-4)
-PERMUTATIONS = 9999
-
-
-def best_p(values: np.ndarray, *, permutations: int = PERMUTATIONS, seed: int = SEED) -> np.ndarray:
-    """Comparison with the best: for each of k systems (rows of ``values``, k x n, higher is better,
-    every question scored by every system), the p-value of "no other system is better":
-    p_i = (1 + #{b : R_b >= max_{j != i} mean_j - mean_i}) / (B + 1), where R_b is the range
-    (max - min) of the k system means after permuting the systems' values independently within
-    every question (B = ``permutations`` seeded random permutations).
-
-    Dropping every system with p_i < alpha drops one or more systems with probability at most
-    alpha when all k systems are tied (their values exchangeable within each question): any drop
-    needs the observed range to exceed the null range's 1 - alpha quantile. The best system's p is 1."""
-    x = np.asarray(values, dtype=float)
-    k, n = x.shape
-    means = x.mean(axis=1)
-    if k < 2 or n == 0:
-        return np.ones(k)
-    order = np.sort(means)
-    other_best = np.where(means == order[-1], order[-2], order[-1])  # max over the other systems
-    gaps = other_best - means
-    eps = REL_TOL * max(1.0, float(np.abs(x).sum()) / n)
-    rng = np.random.default_rng(seed)
-    hits = np.zeros(k, dtype=np.int64)
-    chunk = max(1, (1 << 20) // max(1, k * n))
-    done = 0
-    while done < permutations:
-        b = min(chunk, permutations - done)
-        idx = np.argsort(rng.random((b, k, n)), axis=1)
-        pm = np.take_along_axis(np.broadcast_to(x, (b, k, n)), idx, axis=1).mean(axis=2)
-        ranges = pm.max(axis=1) - pm.min(axis=1)
-        hits += (ranges[:, None] >= gaps[None, :] - eps).sum(axis=0)
-        done += b
-    p = (hits + 1) / (permutations + 1)
-    return np.where(gaps > eps, p, 1.0)
-
-
 def diffs(a: Mapping[str, float], b: Mapping[str, float]) -> list[float]:
     """Per-question ``b - a`` over the common questions."""
     return [float(b[q]) - float(a[q]) for q in common(a, b)]
