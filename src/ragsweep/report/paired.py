@@ -173,6 +173,12 @@ class Comparison:
 HEADER = ["metric", "comparison", "mean A", "mean B", "B - A", "95% CI", "n", "p", "p (Holm)", "n for 80% power"]
 
 
+def _ppi_min_nonzero() -> int:
+    from ragsweep import ppi
+
+    return ppi.MIN_NONZERO
+
+
 def p_text(p: float | None) -> str:
     if p is None or not math.isfinite(p):
         return "n/a"
@@ -187,8 +193,8 @@ def compare(metric: str, a_label: str, a: PerQuestion, b_label: str, b: PerQuest
     |diff| < tol, else of "beyond ±tol", and the questions column says how many questions like these
     the test would need. Where people labelled enough of the questions, the difference, its interval
     and p are PPI++'s (:mod:`ragsweep.labels.hook`), the tol tests then on its normal interval."""
-    ppi_res = _labels_hook.paired(metric, a, b)  # human labels on enough questions: PPI++ decides (issue 25)
-    method = _labels_hook.PPI_METHOD if ppi_res is not None else ""
+    labelled = _labels_hook.paired(metric, a, b)  # human labels on enough questions: they decide (issues 25, 34)
+    ppi_res, method, human_d = labelled if labelled is not None else (None, "", [])
     res = ppi_res if ppi_res is not None else stats.paired(a, b)
     d = stats.diffs(a, b)
     if tol is None:
@@ -196,11 +202,15 @@ def compare(metric: str, a_label: str, a: PerQuestion, b_label: str, b: PerQuest
     if res.n == 0:
         return Comparison(metric, a_label, b_label, res, None, "within", tol, method)
     within = abs(res.diff) < tol
-    if ppi_res is not None:
+    if method == _labels_hook.PPI_METHOD:
         side = 1.0 if res.diff >= 0 else -1.0  # the nearer margin
         need = stats.n_for_power([x - side * tol for x in d], sided=1 if within else 2)
-        return Comparison(metric, a_label, b_label, replace(res, p=_normal_tol_p(ppi_res, tol, within)), need,
+        return Comparison(metric, a_label, b_label, replace(res, p=_normal_tol_p(res, tol, within)), need,
                           "within" if within else "beyond", tol, method)
+    if method:  # the labelled differences' betting interval (few non-zero): its own tol tests
+        step = _bounded_step(metric, a_label, b_label, res, human_d, tol, within)
+        step.method = method
+        return step
     return _bounded_step(metric, a_label, b_label, res, d, tol, within)
 
 
@@ -313,5 +323,7 @@ RULES = (
     "See docs/statistics.md. "
     "Where people labelled enough of the questions (n shows 'labelled (PPI++)'), B - A, its 95% CI and p are "
     "prediction-powered (PPI++ over the questions labelled for both, the judge's differences on the others; "
-    "for 'barely moves', the tol tests on its normal interval): see docs/statistics.md, 'Prediction-powered estimates'."
+    "for 'barely moves', the tol tests on its normal interval); where fewer than "
+    f"{_ppi_min_nonzero()} labelled differences are non-zero (n shows 'labelled (labels, betting)'), the labelled "
+    "differences' betting interval instead: see docs/statistics.md, 'Prediction-powered estimates'."
 )
