@@ -50,10 +50,15 @@ def system_b(y: np.ndarray, f: np.ndarray, share: float, binary: bool, rng: np.r
     N = y.size
     moved = np.flatnonzero(rng.random(N) < share)
     yb, fb = y.copy(), f.copy()
-    for q in moved:
-        pool = np.flatnonzero(y != y[q]) if binary else np.flatnonzero(np.arange(N) != q)
-        d = int(pool[rng.integers(pool.size)])
-        yb[q], fb[q] = y[d], f[d]
+    if binary:  # a donor whose label is the other one
+        ones, zeros = np.flatnonzero(y == 1), np.flatnonzero(y == 0)
+        pool_one = y[moved] == 0  # A says no: the donor says yes
+        donor = np.where(pool_one, ones[rng.integers(ones.size, size=moved.size)],
+                         zeros[rng.integers(zeros.size, size=moved.size)])
+    else:  # any other item
+        donor = rng.integers(N - 1, size=moved.size)
+        donor = donor + (donor >= moved)
+    yb[moved], fb[moved] = y[donor], f[donor]
     return yb, fb
 
 

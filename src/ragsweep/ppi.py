@@ -229,6 +229,28 @@ def paired(judge_a: Mapping[str, float], human_a: Mapping[str, float], judge_b: 
     return res, est
 
 
+#: the lowest measured coverage of the 95% CLT interval from each label count on, per label kind:
+#: single systems in experiments/results/ppi_coverage.md (graded at 50: 0.914-0.934 over five seeds of
+#: 2,000 draws), paired differences with at least MIN_NONZERO non-zero labelled differences in
+#: experiments/results/sim_ppi_paired.md
+COVERAGE = {
+    ("graded", False): ((MIN_LABELS, "0.91-0.93"), (100, "0.95-0.99")),
+    ("yes/no", False): ((MIN_LABELS_BINARY, "0.935-0.98"), (300, "0.96-0.98")),
+    ("graded", True): ((MIN_LABELS, "0.94-0.99"),),
+    ("yes/no", True): ((MIN_LABELS_BINARY, "0.94-0.99"),),
+}
+
+
+def coverage_note(n_labels: int, binary: bool, paired: bool, method: str) -> str:
+    """What the interval's coverage is at ``n_labels`` labels, as measured (the ppi.md column)."""
+    if method == SPARSE_METHOD:
+        return "valid whatever the distribution (at least 0.95; measured 0.99-1.00)"
+    rows = [t for n, t in COVERAGE[("yes/no" if binary else "graded", paired)] if n_labels >= n]
+    if not rows:
+        return "no interval below the minimum"
+    return f"measured {rows[-1]} at {n_labels} {'yes/no' if binary else 'graded'} labels"
+
+
 def classical(y: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float, float]:
     """The labels-only CLT interval (mean, low, high), as ``ppi_py.classical_mean_ci``."""
     y = np.asarray(y, dtype=float)

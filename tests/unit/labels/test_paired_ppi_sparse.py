@@ -76,3 +76,22 @@ def test_a_report_step_decided_by_sparse_labels_says_so():
     flat = compare(metric, "A", a, "B", b, tol=0.02)
     assert flat.method == SPARSE_METHOD and flat.hypothesis == "within" and flat.result.p > 0.5 and flat.n_needed > 100
     assert "labelled (labels, betting)" in " ".join(flat.row())
+
+
+def test_ppi_md_states_the_coverage_at_the_labels_the_user_has():
+    from ragsweep.labels import Label
+    from ragsweep.labels.estimate import estimate, markdown
+
+    rng = np.random.default_rng(5)
+    metric = "trace/adherence_rate"
+    ya, fa, yb, fb = _pair(rng, N=300)
+    recs = {rid: [{"query_id": f"q{i}", "scores": {metric: float(f[i])}} for i in range(300)]
+            for rid, f in (("ra", fa), ("rb", fb))}
+    lab = [Label(rid, f"q{i}", "supported", float(y[i])) for rid, y in (("ra", ya), ("rb", yb)) for i in range(120)]
+    md = markdown(estimate([("ra", "A"), ("rb", "B")], recs, lab, [f"q{i}" for i in range(120)]))
+    assert "coverage of the 95% interval at these labels" in md
+    assert "measured 0.935-0.98 at 120 yes/no labels" in md  # each system: the single-system CLT interval
+    pair = next(ln for ln in md.splitlines() if ln.startswith("| trace/adherence_rate (supported) | A → B"))
+    assert ppi.SPARSE_METHOD in pair and "valid whatever the distribution" in pair
+    assert ppi.coverage_note(60, False, False, ppi.METHOD) == "measured 0.91-0.93 at 60 graded labels"
+    assert ppi.coverage_note(40, False, False, ppi.METHOD) == "no interval below the minimum"
