@@ -14,8 +14,9 @@ interval (the judge-only interval is shown with the label count and the minimum)
 :data:`MIN_LABELS` (50) for graded labels (values other than 0 and 1 present) and
 :data:`MIN_LABELS_BINARY` (100) for yes/no labels: in the coverage experiment, yes/no labels with
 a skewed mean (RAGBench adherence, 84-89% yes) covered only 0.89-0.92 at 50 labels (0.935-0.944
-at 100), graded ones 0.93 at 50; at 10 and 25 labels every set undercovered (0.66-0.94), and a t
-quantile instead of z moved coverage by at most 0.04, not enough to adopt it.
+at 100), graded ones 0.91-0.93 at 50 (five seeds; :data:`COVERAGE`, printed in ppi.md beside each
+interval); at 10 and 25 labels every set undercovered (0.66-0.94), and a t quantile instead of z
+moved coverage by at most 0.04, not enough to adopt it.
 
 A paired difference (:func:`paired`, :func:`paired_mean`) needs the same minimum, and uses the CLT
 interval only when at least :data:`MIN_NONZERO` labelled questions have a non-zero human
