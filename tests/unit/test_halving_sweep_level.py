@@ -76,3 +76,12 @@ def test_the_rung_table_names_the_rungs_share_of_alpha():
     md = rungs_markdown([{"rung": 0, "limit": 2, "keep": 1, "final": False, "alpha": 0.05 / 3, "sweep_alpha": 0.05,
                           "decisions": ds, "objective": "x"}])
     assert "(keep at most 1; worse at p < 0.0167 (the sweep's 0.05 over its rungs))" in md
+
+
+def test_two_questions_that_agree_never_make_a_drop():
+    # every question better by the same amount: the sign flips (not a centred bootstrap, which would
+    # call any constant difference certain) give 2 questions a p of at least 1/2
+    x = np.array([[0.0, 0.0], [0.0, 0.0], [-1.0, -1.0]])
+    assert drop_p(x, resamples=999)[2] >= 0.25
+    six = np.array([[1.0] * 6, [0.0] * 6])  # better on all 6: the exact sign-flip p of the max is 2 / 64
+    assert drop_p(six, resamples=9999, seed=3)[1] == pytest.approx(2 / 64, abs=0.01)

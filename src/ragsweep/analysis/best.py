@@ -6,18 +6,21 @@ before issue 34) permuted the systems' values within each question, which is exa
 systems are exchangeable: with equal means and one system ten times noisier, the noisy system's
 range made quiet systems look worse 9-22% of the time at alpha 0.05.
 
-:func:`drop_p` studentizes each paired comparison instead and calibrates the largest of them by a
-sign-flip multiplier bootstrap (the Rademacher "wild" bootstrap of a max-t statistic; Romano & Wolf
-2005, Chernozhukov, Chetverikov & Kato 2013), which needs no exchangeability and no equal variances:
+:func:`drop_p` studentizes each paired comparison instead and calibrates the largest of them by
+flipping the signs of the questions' differences (a max-t sign-flip test in the manner of Westfall
+& Young 1993; its Rademacher-multiplier form is asymptotically valid for the max of means, Romano &
+Wolf 2005, Chernozhukov, Chetverikov & Kato 2013), which needs no exchangeability and no equal
+variances:
 
 - for every ordered pair (j, i) of the k systems and the n questions: differences
   ``c_q = x_jq - x_iq``, their mean ``D_ji``, centred values ``e_q = c_q - D_ji`` and the paired
   t statistic (up to the constant sqrt((n - 1) / n)) ``T_ji = sum_q c_q / sqrt(sum_q e_q^2)``;
 - ``B`` seeded sign patterns ``s`` (one sign per question, shared by every pair, so the pairs'
-  dependence is kept), each giving every pair the t statistic of its flipped centred values,
-  ``S / sqrt(sum_q e_q^2 - S^2 / n)`` with ``S = sum_q s_q e_q``, and ``M_b`` their largest (each
+  dependence is kept), each giving every pair the t statistic of its flipped differences,
+  ``S / sqrt(sum_q c_q^2 - S^2 / n)`` with ``S = sum_q s_q c_q``, and ``M_b`` their largest (each
   flipped sample studentized by its own spread, so at small n the max has the t statistic's heavy
-  tails rather than the normal's);
+  tails rather than the normal's, and with every pair's differences symmetric about 0 the test is
+  the exact sign-flip test of the max-t: two questions never make a drop);
 - system i's p: ``(1 + #{b : M_b >= max_j T_ji}) / (B + 1)``.
 
 Dropping every system with p < alpha drops a system whose true mean is the largest with probability
@@ -58,18 +61,19 @@ def drop_p(values: np.ndarray, *, resamples: int = RESAMPLES, seed: int = SEED) 
     t[np.abs(mean) <= REL_TOL * scale] = 0.0
     obs = np.full(k, -np.inf)
     np.maximum.at(obs, i, t)  # the strongest evidence that some j beats i
-    ss = norm * norm  # sum of squares of the centred differences (+ the tiny floor)
-    et = e.T  # n x P
+    ss = (c * c).sum(axis=1)  # sum of squares of the differences: the same for every sign pattern
+    floor = (REL_TOL * scale) ** 2 * n
+    ct = c.T  # n x P
     rng = np.random.default_rng(seed)
     hits = np.zeros(k, dtype=np.int64)
-    chunk = max(1, (1 << 22) // max(1, n + et.shape[1]))
+    chunk = max(1, (1 << 22) // max(1, n + ct.shape[1]))
     done = 0
     while done < resamples:
         b = min(chunk, resamples - done)
         signs = (rng.random((b, n)) < 0.5) * 2.0 - 1.0
-        sums = signs @ et  # b x P
-        # each flipped sample's own t statistic: its sum over its own spread, sum (s e - mean)^2 = ss - sum^2 / n
-        m = (sums / np.sqrt(np.maximum(ss[None, :] - sums * sums / n, ss[None, :] * 1e-12))).max(axis=1)
+        sums = signs @ ct  # b x P
+        # each flipped sample's own t statistic: its sum over its own spread, sum (s c - mean)^2 = ss - sum^2 / n
+        m = (sums / np.sqrt(np.maximum(ss[None, :] - sums * sums / n, 0.0) + floor)).max(axis=1)
         hits += (m[:, None] >= obs[None, :] - REL_TOL).sum(axis=0)
         done += b
     p = (hits + 1) / (resamples + 1)
