@@ -40,7 +40,7 @@ def test_barely_moves_is_not_reproduced_from_two_questions():
     assert same.verdict == SAME_NS
     wide = _direction([[50.0, 50.0], [51.9, 48.1]], "flat", tol=2.0)  # diffs 1.9, -1.9: CI [-1.9, 1.9]
     assert wide.verdict == SAME_NS
-    four = _direction([[50.0] * 4, [50.0] * 4], "flat", tol=2.0)  # TOST's smallest p at n = 4: 1/16
+    four = _direction([[50.0] * 4, [50.0] * 4], "flat", tol=2.0)  # 4 questions: the betting interval is far wider than ±2
     assert four.verdict == SAME_NS and four.p >= 1 / 16
 
 
@@ -202,7 +202,7 @@ def test_duplicate_query_ids_are_refused():
        data=st.data())
 def test_no_verdict_below_the_n_at_which_the_test_can_reach_alpha(n, n_levels, kind, data):
     if kind == "flat":
-        n = min(n, stats.min_n(0.05, sided=1) - 1)  # TOST reaches alpha from 5 questions
+        n = min(n, stats.min_n(0.05, sided=1) - 1)  # the betting interval fits inside ±tol (tol <= half the scale) from 7
     value = st.one_of(st.floats(0, 100, allow_nan=False), st.sampled_from([0.0, 50.0, 100.0]))
     levels = [data.draw(st.lists(value, min_size=n, max_size=n)) for _ in range(n_levels)]
     expect = {kind: 0.0} if kind in ("higher_for", "lower_for") else kind
