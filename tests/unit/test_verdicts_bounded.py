@@ -26,6 +26,7 @@ def test_all_zero_differences_are_not_equivalence_at_small_n():
     twenty = _direction([[30.0, 70.0] * 10, [30.0, 70.0] * 10], "flat", tol=2.0)
     assert twenty.verdict == SAME_NS and twenty.p > 0.5
     assert twenty.n_needed == 249 and twenty.steps[0]["ci_low"] < -2 and twenty.steps[0]["ci_high"] > 2
+    assert "~249 questions for its interval to lie inside ±2" in twenty.line()
     # on a 0/1 metric the default tol is 0.02: the same 249 questions
     hit = _direction([[1.0, 0.0, 1.0, 1.0, 0.0], [1.0, 0.0, 1.0, 1.0, 0.0]], "flat", metric=HIT)
     assert hit.verdict == SAME_NS and hit.tol == pytest.approx(0.02) and hit.n_needed == 249 == zero_n()

@@ -52,12 +52,19 @@ class Verdict:
     def line(self) -> str:
         obs = f"{self.observed}: " if self.observed else ""
         power = power_text(self)
-        power = "" if power == "-" else (", no finite n for 80% power" if power == "no finite n"
-                                         else f", ~{power} questions for 80% power")
+        goal = f"its interval to lie {'inside' if abs(self._deciding_diff()) < self.tol else 'outside'} ±{self.tol:g}" \
+            if self.kind == "flat" else "80% power"
+        power = "" if power == "-" else (f", no finite n for {goal}" if power == "no finite n"
+                                         else f", ~{power} questions for {goal}")
         stat = f" (p={p_text(self.p)}, n={self.n}{power})" if self.p is not None else ""
         why = f" ({self.detail})" if self.detail and self.verdict == NO_DATA else ""
         paper = f" [paper: {self.paper}]" if self.paper else ""
         return f"{self.metric}: {obs}{self.expected} — {self.verdict}{stat}{why}{paper}"
+
+    def _deciding_diff(self) -> float:
+        """The deciding step's difference (the one whose p and questions the line shows)."""
+        step = next((c for c in self.comparisons if c.n_needed == self.n_needed and c.p_adj == self.p), None)
+        return step.result.diff if step is not None else 0.0
 
     def as_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
