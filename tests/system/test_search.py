@@ -55,13 +55,15 @@ def test_rung_drops_significantly_worse_and_ranked_out_systems_only():
     best = _vals(0.80, seed=1)
     alt = [0.2 if i % 2 else -0.2 for i in range(len(best))]  # noisy differences with an exact mean
 
-    def shifted(by):
-        return {q: v + a - by for (q, v), a in zip(best.items(), alt)}
+    def shifted(by, sign=1.0):
+        return {q: v + sign * a - by for (q, v), a in zip(best.items(), alt)}
 
     entries = [
         Entry("best", best),
         Entry("tied_high", shifted(0.01)),  # not significantly worse, ranked 2nd: promoted
-        Entry("tied_low", shifted(0.02)),  # not significantly worse, but ranked out (keep 2)
+        # not significantly worse than any system (its noise is the opposite of tied_high's, so the two
+        # differ by +-0.4, not by exactly 0.01 on every question: that would show tied_high better), ranked out
+        Entry("tied_low", shifted(0.02, sign=-1.0)),
         Entry("much_worse", _vals(0.40, seed=4)),  # significantly worse than the best
         Entry("failed", None, error="boom"),
     ]

@@ -11,10 +11,11 @@
   command line) sets ``hydra/sweeper=optuna``'s direction(s) from the objectives, and NSGA-II
   for several objectives, unless the command line sets them.
 - :func:`decide_rung`: successive-halving promotion with paired statistics: the systems are ranked
-  by their means over the questions they all scored; a system is dropped when it is significantly
-  worse than the rung's best (comparison with the best, :func:`ragsweep.analysis.stats.best_p`: at most
-  alpha chance of dropping any of k tied systems) or ranked out (below the best ``keep`` fraction);
-  every other system is promoted.
+  by their means over the questions they all scored; a system is dropped when some other system is
+  shown better (comparison with the best by studentized paired comparisons,
+  :func:`ragsweep.analysis.best.drop_p`: no exchangeability or equal variances assumed) or ranked
+  out (below the best ``keep`` fraction); every other system is promoted. The halving sweeper
+  spends its ``alpha`` across the rungs (``alpha / rungs`` each), so the level holds for the sweep.
 """
 
 from __future__ import annotations
@@ -173,7 +174,7 @@ class Decision:
     rank: int | None
     diff_vs_best: float | None
     p: float | None  # paired sign-flip p against the best (for reading; not what decides)
-    p_adj: float | None  # comparison-with-the-best p (:func:`ragsweep.analysis.stats.best_p`): what decides
+    p_adj: float | None  # comparison-with-the-best p (:func:`ragsweep.analysis.best.drop_p`): what decides
     decision: str  # best | promoted | tied | dropped:worse | dropped:ranked_out | dropped:failed
     cost: dict[str, float] = field(default_factory=dict)
 
@@ -196,16 +197,18 @@ def shared_questions(entries: Sequence[Entry]) -> list[str]:
 
 
 def decide_rung(entries: Sequence[Entry], *, keep: int, alpha: float = 0.05, higher_is_better: bool = True,
-                final: bool = False, permutations: int | None = None, seed: int = 0) -> list[Decision]:
+                final: bool = False, resamples: int | None = None, seed: int = 0) -> list[Decision]:
     """Rank the rung's systems by their mean over the questions they all scored, and compare each
-    with the best by :func:`ragsweep.analysis.stats.best_p` (comparison with the best: at most ``alpha``
-    chance of dropping any system when all are tied). Not final: the best and every system ranked
-    within ``keep`` that is not significantly worse than the best are promoted. Final: the best
-    and the systems not significantly worse are marked ``best`` / ``tied``. Without a question
-    every system scored, systems are ranked by their own means and none is dropped as worse."""
+    with the others by :func:`ragsweep.analysis.best.drop_p` (a system whose true mean is the
+    largest is dropped with probability at most about ``alpha``, whatever the other systems' means
+    and spreads). Not final: the best and every system ranked within ``keep`` that is not
+    significantly worse are promoted. Final: the best and the systems not significantly worse are
+    marked ``best`` / ``tied``. Without a question every system scored, systems are ranked by their
+    own means and none is dropped as worse. ``alpha`` is this rung's share of the sweep's level."""
     import numpy as np
 
     from ragsweep.analysis import stats
+    from ragsweep.analysis import best as mcb
 
     ok = [e for e in entries if e.values is not None and math.isfinite(_mean(e.values))]
     failed = [e for e in entries if e not in ok]
@@ -214,7 +217,7 @@ def decide_rung(entries: Sequence[Entry], *, keep: int, alpha: float = 0.05, hig
     if qs:
         mat = np.asarray([[float(e.values[q]) for q in qs] for e in ok])  # type: ignore[index]
         means = {e.system: float(row.mean()) for e, row in zip(ok, mat)}
-        p_best = stats.best_p(sign * mat, permutations=permutations or stats.PERMUTATIONS, seed=seed) \
+        p_best = mcb.drop_p(sign * mat, resamples=resamples or mcb.RESAMPLES, seed=seed) \
             if len(ok) > 1 else np.ones(len(ok))
         p_adj = {e.system: float(p) for e, p in zip(ok, p_best)}
         n_of = {e.system: len(qs) for e in ok}
@@ -282,8 +285,10 @@ def rungs_markdown(rungs: Sequence[Mapping[str, Any]]) -> str:
         def p_adj(d: Any) -> Any:  # rungs.json written before comparison with the best held "p_holm"
             return d.get("p_adj", d.get("p_holm")) if isinstance(d, dict) else d.p_adj
         kept = sum(1 for d in ds if get(d, "decision") in ("best", "promoted", "tied"))
+        level = f"; worse at p < {r['alpha']:.3g}" + (f" (the sweep's {r['sweep_alpha']:.3g} over its rungs)"
+                                                       if r.get("sweep_alpha") else "") if r.get("alpha") else ""
         lines += [f"### Rung {r['rung']}: {r['limit']} questions, {len(ds)} systems, {kept} kept"
-                  + (" (final)" if r.get("final") else f" (keep at most {r.get('keep')})"), "",
+                  + (" (final" if r.get("final") else f" (keep at most {r.get('keep')}") + level + ")", "",
                   "| rank | system | mean | n | diff vs best | p (vs best, MCB) | decision |", "|---|---|---|---|---|---|---|"]
         for d in ds:
             f = lambda x, nd=3: "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.{nd}f}"  # noqa: E731

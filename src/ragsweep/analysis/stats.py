@@ -8,9 +8,11 @@ Every aggregate ragsweep shows is a mean over questions; its uncertainty is the 
   question id): mean difference ``b - a``, its paired percentile-bootstrap interval, and the p-value
   of a two-sided paired sign-flip permutation test of mean zero (:func:`sign_flip_p`: exact - all
   2^n sign patterns, counted by meeting in the middle - for n <= 30, else up to 199,999 seeded
-  random flips, or Hoeffding's bound on the exact p where that is below their floor of 5e-6).
-- :func:`equivalence_p` / :func:`beyond_p`: the sign-flip tests of "|mean| <= tol" (two one-sided
-  tests, TOST) and of "|mean| > tol" that decide "barely moves".
+  random flips - stopping at the 500th that reaches the observed statistic, p = 500 / flips drawn - or
+  Hoeffding's bound on the exact p where that is below their floor of 5e-6).
+- "barely moves" (equivalence) is not decided here: a sign-flip test of shifted differences tests
+  their symmetry, not |mean| < tol, so it is decided by the betting interval of
+  :mod:`ragsweep.analysis.bounded`, valid on the metric's bounded range (issue 34).
 - :func:`holm`: Holm's step-down adjustment of the p-values of one report.
 - :func:`n_for_power`: questions a paired test would need to detect the observed mean difference
   at 80% power (normal approximation), never fewer than the test needs to reach alpha at all
@@ -145,21 +147,25 @@ def _count_exact(m: np.ndarray, obs: float, eps: float, alternative: str) -> int
 
 
 def _count_random(m: np.ndarray, obs: float, eps: float, alternative: str, flips: int, seed: int) -> tuple[int, int]:
-    """(hits, patterns drawn): seeded random sign patterns in chunks, stopping early once
-    STOP_HITS patterns reached the observed statistic (Besag & Clifford's sequential Monte Carlo
-    p-value: a large p needs few patterns; only a small one needs them all)."""
+    """(hits, patterns drawn): seeded random sign patterns in chunks, stopping at the pattern that
+    is the STOP_HITS-th to reach the observed statistic (Besag & Clifford's sequential Monte Carlo
+    p-value STOP_HITS / patterns drawn: a large p needs few patterns; only a small one needs them all)."""
     rng = np.random.default_rng(seed)
     hits, done = 0, 0
-    while done < flips and hits < STOP_HITS:
+    while done < flips:
         k = min(max(256, (1 << 20) // m.size), flips - done)  # at most ~1M signs (8 MB) at once
         signs = (rng.random((k, m.size)) < 0.5) * 2.0 - 1.0
         s = signs @ m
         if alternative == "greater":
-            hits += int(np.count_nonzero(s >= obs - eps))
+            hit = s >= obs - eps
         elif alternative == "less":
-            hits += int(np.count_nonzero(s <= obs + eps))
+            hit = s <= obs + eps
         else:
-            hits += int(np.count_nonzero(np.abs(s) >= abs(obs) - eps))
+            hit = np.abs(s) >= abs(obs) - eps
+        found = np.flatnonzero(hit)
+        if hits + found.size >= STOP_HITS:  # stop at the STOP_HITS-th hit: p = STOP_HITS / patterns drawn so far
+            return STOP_HITS, done + int(found[STOP_HITS - hits - 1]) + 1
+        hits += int(found.size)
         done += k
     return hits, done
 
@@ -195,7 +201,7 @@ def sign_flip_p(diffs: Sequence[float], *, alternative: str = "two-sided", seed:
         if bound <= 1 / (flips + 1):
             return bound, False
     hits, drawn = _count_random(m, obs, eps, alternative, flips, seed)
-    if hits >= STOP_HITS:  # stopped early: p = hits / patterns drawn (sequential Monte Carlo)
+    if hits >= STOP_HITS:  # stopped early: p = STOP_HITS / patterns drawn (sequential Monte Carlo)
         return min(1.0, hits / drawn), False
     return (hits + 1) / (drawn + 1), False
 
@@ -207,29 +213,6 @@ def min_n(alpha: float = 0.05, *, sided: int = 2) -> int:
     while sided / 2.0 ** n >= alpha:
         n += 1
     return n
-
-
-def equivalence_p(diffs: Sequence[float], tol: float, *, seed: int = SEED) -> float:
-    """TOST p of "|mean(diffs)| < tol": the larger of the one-sided sign-flip p of mean(d - tol) < 0
-    and of mean(d + tol) > 0. Below alpha only when both shifted tests reject; its smallest value is
-    1 / 2^n (so never below 0.05 with fewer than 5 questions)."""
-    d = finite(diffs)
-    if d.size == 0 or not tol > 0:
-        return float("nan") if d.size == 0 else 1.0
-    lo = sign_flip_p(d - tol, alternative="less", seed=seed)[0]
-    hi = sign_flip_p(d + tol, alternative="greater", seed=seed)[0]
-    return max(lo, hi)
-
-
-def beyond_p(diffs: Sequence[float], tol: float, *, seed: int = SEED) -> float:
-    """p of "|mean(diffs)| > tol": twice the smaller of the one-sided sign-flip p of mean(d - tol) > 0
-    and of mean(d + tol) < 0 (the side is not chosen in advance)."""
-    d = finite(diffs)
-    if d.size == 0:
-        return float("nan")
-    up = sign_flip_p(d - tol, alternative="greater", seed=seed)[0]
-    down = sign_flip_p(d + tol, alternative="less", seed=seed)[0]
-    return min(1.0, 2 * min(up, down))
 
 
 def common(a: Mapping[str, float], b: Mapping[str, float]) -> list[str]:
@@ -270,59 +253,24 @@ def holm(pvalues: Sequence[float]) -> list[float]:
 def n_for_power(diffs: Sequence[float], *, alpha: float = 0.05, power: float = 0.8, sided: int = 2) -> int | None:
     """Questions needed to detect mean(diffs) at ``power`` (``sided``-sided ``alpha``): the normal
     approximation n = ((z_{1-alpha/sided} + z_power) * sd / |mean|)^2, never below :func:`min_n` (the
-    fewest questions at which the test can reach alpha; also the answer when sd = 0). None when the
-    observed difference is zero (no finite n detects it) or fewer than two differences are known."""
+    fewest questions at which the test can reach alpha; also the answer when sd = 0, or when one
+    question is known and its spread is not). None when the observed difference is zero (no finite
+    n detects it) or no difference is known."""
     from scipy.stats import norm
 
     d = finite(diffs)
-    if d.size < 2:
+    if d.size == 0 or abs(float(d.sum())) <= REL_TOL * float(np.abs(d).sum()):
         return None
+    if d.size == 1:  # one non-zero difference: its spread is unknown, so the floor is all that is known
+        return min_n(alpha, sided=sided)
     effect, sd = abs(float(d.mean())), float(d.std(ddof=1))
-    if abs(float(d.sum())) <= REL_TOL * float(np.abs(d).sum()) or not math.isfinite(sd):
+    if not math.isfinite(sd):
         return None
     floor = min_n(alpha, sided=sided)
     if sd == 0:
         return floor
     z = norm.ppf(1 - alpha / sided) + norm.ppf(power)
     return max(floor, int(math.ceil((z * sd / effect) ** 2)))
-
-
-#: random within-question permutations of the systems in :func:`best_p` (smallest p 1e-4)
-PERMUTATIONS = 9999
-
-
-def best_p(values: np.ndarray, *, permutations: int = PERMUTATIONS, seed: int = SEED) -> np.ndarray:
-    """Comparison with the best: for each of k systems (rows of ``values``, k x n, higher is better,
-    every question scored by every system), the p-value of "no other system is better":
-    p_i = (1 + #{b : R_b >= max_{j != i} mean_j - mean_i}) / (B + 1), where R_b is the range
-    (max - min) of the k system means after permuting the systems' values independently within
-    every question (B = ``permutations`` seeded random permutations).
-
-    Dropping every system with p_i < alpha drops one or more systems with probability at most
-    alpha when all k systems are tied (their values exchangeable within each question): any drop
-    needs the observed range to exceed the null range's 1 - alpha quantile. The best system's p is 1."""
-    x = np.asarray(values, dtype=float)
-    k, n = x.shape
-    means = x.mean(axis=1)
-    if k < 2 or n == 0:
-        return np.ones(k)
-    order = np.sort(means)
-    other_best = np.where(means == order[-1], order[-2], order[-1])  # max over the other systems
-    gaps = other_best - means
-    eps = REL_TOL * max(1.0, float(np.abs(x).sum()) / n)
-    rng = np.random.default_rng(seed)
-    hits = np.zeros(k, dtype=np.int64)
-    chunk = max(1, (1 << 20) // max(1, k * n))
-    done = 0
-    while done < permutations:
-        b = min(chunk, permutations - done)
-        idx = np.argsort(rng.random((b, k, n)), axis=1)
-        pm = np.take_along_axis(np.broadcast_to(x, (b, k, n)), idx, axis=1).mean(axis=2)
-        ranges = pm.max(axis=1) - pm.min(axis=1)
-        hits += (ranges[:, None] >= gaps[None, :] - eps).sum(axis=0)
-        done += b
-    p = (hits + 1) / (permutations + 1)
-    return np.where(gaps > eps, p, 1.0)
 
 
 def diffs(a: Mapping[str, float], b: Mapping[str, float]) -> list[float]:

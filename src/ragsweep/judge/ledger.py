@@ -24,6 +24,9 @@ from typing import Any, Iterable, Mapping, Sequence
 GENERATION, JUDGE = "generation", "judge"
 #: families whose values do not depend on the answer (a failed generation does not touch them)
 ANSWER_FREE = frozenset({"retrieval"})
+#: families no judge computes (lexical baselines against the ground truth, retrieval metrics): a failed
+#: judge never voids them, so a value they lack is undefined (e.g. no ground truth), not failed (judge)
+JUDGE_FREE = frozenset({"retrieval", "baseline"})
 
 
 def generation_failure(rec: Mapping[str, Any]) -> str | None:
@@ -116,7 +119,7 @@ def ledger(records: Sequence[Mapping[str, Any]], values: Mapping[str, Sequence[f
                 row["scored"] += 1
             elif g and fam not in ANSWER_FREE:
                 row["failed_generation"] += 1
-            elif j and fam not in ANSWER_FREE:
+            elif j and fam not in JUDGE_FREE:
                 row["failed_judge"] += 1
             else:
                 row["undefined"] += 1

@@ -40,28 +40,33 @@ def test_barely_moves_is_not_reproduced_from_two_questions():
     assert same.verdict == SAME_NS
     wide = _direction([[50.0, 50.0], [51.9, 48.1]], "flat", tol=2.0)  # diffs 1.9, -1.9: CI [-1.9, 1.9]
     assert wide.verdict == SAME_NS
-    four = _direction([[50.0] * 4, [50.0] * 4], "flat", tol=2.0)  # TOST's smallest p at n = 4: 1/16
+    four = _direction([[50.0] * 4, [50.0] * 4], "flat", tol=2.0)  # 4 questions: the betting interval is far wider than ±2
     assert four.verdict == SAME_NS and four.p >= 1 / 16
 
 
-def test_barely_moves_is_reproduced_by_tost_when_the_data_can_show_it():
+def test_barely_moves_is_reproduced_when_the_interval_lies_inside_tol():
+    # issue 34: the interval is the betting one on the metric's range; +-0.2 on a 0-100 metric needs 250
     rng = np.random.default_rng(0)
-    base = list(rng.uniform(20, 80, 12))
+    base = list(rng.uniform(20, 80, 250))
     v = _direction([base, [x + 0.2 * (-1) ** i for i, x in enumerate(base)]], "flat", tol=2.0)
-    assert v.verdict == REPRODUCED and v.p < 0.05 and v.steps[0]["test"] == "TOST |mean| < 2"
+    assert v.verdict == REPRODUCED and v.p < 0.05 and v.steps[0]["test"] == "95% betting CI within ±2"
+    assert -2.0 < v.steps[0]["ci_low"] and v.steps[0]["ci_high"] < 2.0
+    short = _direction([base[:249], [x + 0.2 * (-1) ** i for i, x in enumerate(base[:249])]], "flat", tol=2.0)
+    assert short.verdict == SAME_NS and short.n_needed == 250
 
 
 # -- 2. contradicting "barely moves" needs |diff| > tol shown ------------------------------------
 def test_barely_moves_is_not_contradicted_while_the_step_may_lie_within_tol():
     base = [40.0 + i for i in range(20)]
-    d = [2.1 + (2.5 if i % 2 else -2.5) for i in range(20)]  # mean 2.1, 95% CI about [1.0, 3.2], p vs 0 = 0.002
+    d = [2.1 + (2.5 if i % 2 else -2.5) for i in range(20)]  # mean 2.1, bootstrap CI about [1.0, 3.2], p vs 0 = 0.002
     v = _direction([base, [b + x for b, x in zip(base, d)]], "flat", tol=2.0)
     assert v.steps[0]["ci_low"] < 2.0 < v.steps[0]["ci_high"]
     assert stats.sign_flip_p(d)[0] < 0.01  # different from 0 - but not shown beyond 2
     assert v.verdict == OPPOSITE_NS
-    # shown beyond tol: contradicted
-    far = _direction([base, [b + 6 + (0.5 if i % 2 else -0.5) for i, b in enumerate(base)]], "flat", tol=2.0)
-    assert far.verdict == CONTRADICTED and far.p < 0.05
+    # shown beyond tol: contradicted (the betting interval on a 0-100 metric needs 31 such questions)
+    wide = [40.0 + i % 20 for i in range(31)]
+    far = _direction([wide, [b + 20 + (0.5 if i % 2 else -0.5) for i, b in enumerate(wide)]], "flat", tol=2.0)
+    assert far.verdict == CONTRADICTED and far.p < 0.05 and far.steps[0]["ci_low"] > 2.0
 
 
 # -- 3. the p and the power n come from the limiting step -----------------------------------------
@@ -140,7 +145,9 @@ def tied_rung(k: int, n: int, rng: np.random.Generator) -> list[Entry]:
 
 @pytest.mark.slow
 def test_tied_systems_are_dropped_at_most_at_alpha(monkeypatch):
-    monkeypatch.setattr(stats, "PERMUTATIONS", 499, raising=False)  # the test stays exact; only coarser
+    from ragsweep.analysis import best
+
+    monkeypatch.setattr(best, "RESAMPLES", 499)  # only coarser
     rng = np.random.default_rng(22)
     reps, drops = 300, 0
     for r in range(reps):
@@ -195,7 +202,7 @@ def test_duplicate_query_ids_are_refused():
        data=st.data())
 def test_no_verdict_below_the_n_at_which_the_test_can_reach_alpha(n, n_levels, kind, data):
     if kind == "flat":
-        n = min(n, stats.min_n(0.05, sided=1) - 1)  # TOST reaches alpha from 5 questions
+        n = min(n, stats.min_n(0.05, sided=1) - 1)  # the betting interval fits inside ±tol (tol <= half the scale) from 7
     value = st.one_of(st.floats(0, 100, allow_nan=False), st.sampled_from([0.0, 50.0, 100.0]))
     levels = [data.draw(st.lists(value, min_size=n, max_size=n)) for _ in range(n_levels)]
     expect = {kind: 0.0} if kind in ("higher_for", "lower_for") else kind
@@ -212,8 +219,10 @@ def test_a_barely_moves_step_decided_by_ppi_uses_the_tol_tests_on_its_normal_int
     se = 0.5
     z = norm.ppf(0.975)
     within = stats.Paired(0.5, 0.5 - z * se, 0.5 + z * se, 0.3, 100, 10.0, 10.5, False)
-    # TOST: the larger one-sided p, here that of the upper margin: Phi((0.5 - 2) / 0.5)
-    assert abs(_normal_tol_p(within, 2.0, True) - norm.cdf(-3.0)) < 1e-9
+    # the 95% interval inside tol: twice the larger one-sided p, here that of the upper margin: 2 Phi((0.5 - 2) / 0.5)
+    assert abs(_normal_tol_p(within, 2.0, True) - 2 * norm.cdf(-3.0)) < 1e-9
+    edge = stats.Paired(0.5, 0.5 - z * se, 0.5 + z * se, 0.3, 100, 10.0, 10.5, False)  # upper end 1.48: inside 1.5
+    assert _normal_tol_p(edge, 1.5, True) < 0.05 < _normal_tol_p(edge, 1.47, True)
     beyond = stats.Paired(3.0, 3.0 - z * se, 3.0 + z * se, 1e-6, 100, 10.0, 13.0, False)
     assert abs(_normal_tol_p(beyond, 2.0, False) - 2 * norm.sf(2.0)) < 1e-9
     # an interval reaching inside tol cannot contradict "barely moves" at alpha

@@ -7,6 +7,10 @@ prediction-powered estimates (issue 25).
 
 ``sample`` marks the drawn questions' traces (tag ``ragsweep.label = sample``: in the MLflow UI's
 Traces view, filter on that tag) and writes a labels template (CSV) to fill in instead of the UI.
+It samples the sweep's systems only (never the oracle ceiling or a declared closed-book floor), asks
+for the labels their metrics use (a retrieval-only sweep: ``retrieved``, one row per ground-truth
+point, against the retrieved context; a full sweep: every answer label) and, with ``--width``, says
+how many labels each system needs for it (issue 34).
 ``estimate`` reads the HUMAN feedback assessments on the traces plus ``--labels``, logs
 ``<metric>/ppi_mean|ppi_ci_low|ppi_ci_high|ppi_n_labels`` to each system's run and writes
 ``ppi.md`` / ``ppi.json`` (also logged to the parent run under ``labels/``).
@@ -51,20 +55,86 @@ def common_questions(records: dict[str, list[dict[str, Any]] | None]) -> list[st
     return sorted(set.intersection(*sets)) if sets else []
 
 
-def _width_n(records: dict[str, Any], width: float) -> int:
-    """Labels for a labels-only interval of ``width`` (the PPI one is at most about as wide): the
-    largest spread of the labelled metrics' judge values over the systems (0..1 scale), floor 0.3."""
+def plan(client: Any, runs: Any) -> tuple[list[Any], dict[str, Any], bool, list[str]]:
+    """What ``sample`` asks for: (the systems - the sweep's runs less its bounds, the oracle ceiling
+    and a declared closed-book floor, which are no system and no one labels -, the labels their
+    metrics use, retrieval-only?, the bound runs' names). A retrieval-only sweep (generator=none)
+    generated nothing, so it asks only whether the retrieved context holds each ground-truth point
+    (``retrieved`` -> claim recall); a full sweep asks for every answer label."""
+    from ragsweep.tracking.identity import is_retrieval_only
+    from ragsweep.judge.metrics.human import RETRIEVAL_LABELS
+    from ragsweep.analysis.report import bounds
+    from ragsweep.analysis.report.frame import runs_frame
+
+    systems_df, _ = bounds.split(runs_frame(runs.children), {"bounds": _declared_bounds(client, runs)})
+    keep = set(systems_df["run_id"]) if not systems_df.empty else set()
+    systems = [r for r in runs.children if r.info.run_id in keep]
+    skipped = [r.info.run_name for r in runs.children if r.info.run_id not in keep]
+    only = bool(systems) and all(is_retrieval_only(r) for r in systems)
+    kinds = {k: h for k, h in L.label_kinds().items() if (k in RETRIEVAL_LABELS) == only}
+    return systems, kinds, only, skipped
+
+
+def _declared_bounds(client: Any, runs: Any) -> list[str]:
+    """``sweep.bounds`` as the sweep logged it (the parent's sweep.json), else as its experiment config
+    states it (what ``ragsweep-report`` reads too): which closed-book runs are the floor."""
+    from omegaconf import OmegaConf
+
+    from ragsweep import tracking
+    from ragsweep.conf import CONF_DIR
+
+    found, spec = tracking.read_json_artifact(client, runs.parent_id, "sweep.json")
+    if not (found and isinstance(spec, dict)):
+        conf = CONF_DIR / "experiment" / f"{runs.experiment}.yaml"
+        spec = OmegaConf.to_container(OmegaConf.select(OmegaConf.load(conf), "sweep") or {}) if conf.exists() else {}
+    return [str(b) for b in (spec.get("bounds") or [])] if isinstance(spec, dict) else []
+
+
+def width_needs(records: dict[str, Any], systems: Sequence[Any], kinds: dict[str, Any], width: float) -> dict[str, int]:
+    """Per system (run name): labels for a labels-only 95% interval of ``width`` (the PPI one is at most
+    about as wide) from the largest spread of its judge values over the asked labels' metrics (0..1
+    scale), floor 0.3 (a judge with no spread says little about the labels')."""
     import numpy as np
 
     from ragsweep.analysis.labels.estimate import _scale, judge_values
 
-    sd = 0.3
-    for h in L.label_kinds().values():
-        for recs in records.values():
-            v = np.asarray([x for x in judge_values(recs, h.metric).values() if math.isfinite(x)]) / _scale(h.metric)
+    out = {}
+    for r in systems:
+        sd = 0.3
+        for h in kinds.values():
+            v = np.asarray([x for x in judge_values(records.get(r.info.run_id), h.metric).values() if math.isfinite(x)])
             if v.size > 1:
-                sd = max(sd, float(v.std(ddof=1)))
-    return L.n_for_width(min(sd, 0.5), width)
+                sd = max(sd, float(np.std(v / _scale(h.metric), ddof=1)))
+        out[r.info.run_name] = L.n_for_width(min(sd, 0.5), width)
+    return out
+
+
+def _template(out: Path, systems: Sequence[Any], records: dict[str, Any], sample: Sequence[str], kinds: dict[str, Any],
+              only: bool) -> int:
+    """The labels template: one row per (system, question, label) to fill in; a retrieval-only sweep's
+    has one row per ground-truth point (``claim``) with the retrieved context, and no response."""
+    from ragsweep.records import as_record
+
+    by_q = {rid: {str(r.get("query_id")): as_record(r) for r in (recs or [])} for rid, recs in records.items()}
+    rows = 0
+    with out.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow([*L.FILE_COLUMNS, "question", "ground_truth", *(("claim", "retrieved_context") if only else ("response",))])
+        for r in systems:
+            for q in sample:
+                rec = by_q.get(r.info.run_id, {}).get(q)
+                question, gt = (rec.query, rec.gt_answer or "") if rec is not None else ("", "")
+                for name in kinds:
+                    if not only:
+                        w.writerow([r.info.run_name, q, name, "", "", question, gt, rec.response if rec else ""])
+                        rows += 1
+                        continue
+                    context = "\n---\n".join(c.text for c in rec.retrieved_context) if rec is not None else ""
+                    points = [c.text for c in (rec.gt_answer_claims or [])] if rec is not None else []
+                    for point in points or [""]:  # no extracted points: label the whole answer (0..1)
+                        w.writerow([r.info.run_name, q, name, "", "", question, gt, point, context])
+                        rows += 1
+    return rows
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
@@ -72,38 +142,40 @@ def cmd_sample(args: argparse.Namespace) -> int:
     from ragsweep.tracking import labels as TL
 
     client, runs = _runs(args)
-    records = _records(client, runs)
+    systems, kinds, only, skipped = plan(client, runs)
+    if not systems:
+        raise L.LabelError(f"the sweep (parent run {runs.parent_id}) has no system to label, only bounds: {', '.join(skipped)}")
+    ids = {r.info.run_id for r in systems}
+    records = {rid: recs for rid, recs in _records(client, runs).items() if rid in ids}
     qids = common_questions(records)
     if not qids:
         raise L.LabelError(f"the sweep's runs have no records.json with questions (parent run {runs.parent_id})")
-    n = args.n if args.n is not None else _width_n(records, args.width)
+    needs = width_needs(records, systems, kinds, args.width) if args.n is None else {}
+    n = args.n if args.n is not None else max(needs.values())
     sample = L.draw_sample(qids, n, args.seed)
-    marked = TL.mark_sample(client, runs.experiment_id, [r.info.run_id for r in runs.children], sample)
+    marked = TL.mark_sample(client, runs.experiment_id, [r.info.run_id for r in systems], sample)
     TL.log_sample(client, runs.parent_id, {"seed": args.seed, "n": len(sample), "of": len(qids), "question_ids": sample,
-                                            "requested": {"n": args.n, "width": args.width}})
+                                            "requested": {"n": args.n, "width": args.width},
+                                            "systems": [r.info.run_name for r in systems], "labels": list(kinds)})
     out = Path(args.out or f"labels_{runs.experiment}.csv")
-    kinds = L.label_kinds()
-    from ragsweep.records import as_record
-
-    by_q = {rid: {str(r.get("query_id")): as_record(r) for r in (recs or [])} for rid, recs in records.items()}
-    with out.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh)
-        w.writerow([*L.FILE_COLUMNS, "question", "ground_truth", "response"])
-        for r in runs.children:
-            for q in sample:
-                rec = by_q.get(r.info.run_id, {}).get(q)
-                shown = (rec.query, rec.gt_answer or "", rec.response) if rec is not None else ("", "", "")
-                for name in kinds:
-                    w.writerow([r.info.run_name, q, name, "", "", *shown])
+    rows = _template(out, systems, records, sample, kinds, only)
     print(f"{runs.experiment}: drew {len(sample)} of the {len(qids)} questions every system answered (seed {args.seed})"
           + (f", for a 95% interval of width about {args.width}" if args.n is None else ""))
-    if len(sample) < ppi.MIN_LABELS:
-        print(f"note: {len(sample)} labels are fewer than the {ppi.MIN_LABELS} a PPI interval needs (docs/statistics.md)")
-    for r in runs.children:
+    for name, need in needs.items():
+        print(f"  {name}: {need} labels for a 95% interval of width {args.width} on the 0..1 scale")
+    if skipped:
+        print(f"not sampled (bounds, not systems: nothing to label): {', '.join(skipped)}")
+    if only:
+        print("retrieval-only sweep (nothing generated): one label, 'retrieved': does the retrieved context state this "
+              "ground-truth point? (yes/no per point; the question's value is the share)")
+    need = ppi.MIN_LABELS_BINARY if all(h.values == "yes/no" for h in kinds.values()) else ppi.MIN_LABELS
+    if len(sample) < need:
+        print(f"note: {len(sample)} labelled questions are fewer than the {need} a PPI interval needs (docs/statistics.md)")
+    for r in systems:
         print(f"  {r.info.run_name}: {marked.get(r.info.run_id, 0)} trace(s) marked")
     print(f"Label them in the MLflow UI: Traces, Filters: Tag {L.SAMPLE_TAG} = {L.SAMPLE_TAG_VALUE}; open a trace, "
           "Assess > Add feedback > Human feedback, named one of: " + ", ".join(f"{k} ({h.values})" for k, h in kinds.items()))
-    print(f"or fill in {out} (value: yes/no or 0..1) and run: {PROG} estimate --experiment {runs.experiment} --labels {out}")
+    print(f"or fill in {out} ({rows} rows; value: yes/no or 0..1) and run: {PROG} estimate --experiment {runs.experiment} --labels {out}")
     return 0
 
 

@@ -37,6 +37,7 @@ class SystemRow:
     estimate: ppi.Estimate | None
     n_labels: int
     note: str = ""
+    coverage: str = ""  # the interval's measured coverage at these labels (ppi.coverage_note)
 
     def metrics(self) -> dict[str, float]:
         if self.estimate is None:
@@ -55,6 +56,7 @@ class PairRow:
     judge: stats.Paired
     ppi: stats.Paired | None
     method: str = ""
+    coverage: str = ""  # the interval's measured coverage at these labels (ppi.coverage_note)
 
 
 @dataclass
@@ -117,6 +119,7 @@ def estimate(runs: Sequence[tuple[str, str]], records: Mapping[str, Sequence[dic
     names_of = dict(runs)
     for name in names:
         metric = kinds[name].metric
+        binary = all(lab.value in (0.0, 1.0) for lab in labels if lab.name == name)
         scale = _scale(metric)
         judged = {rid: judge_values(records.get(rid), metric) for rid, _ in runs}
         pairs_j, pairs_h = [], []
@@ -136,7 +139,8 @@ def estimate(runs: Sequence[tuple[str, str]], records: Mapping[str, Sequence[dic
                         f"{y.mean() * scale:.3g} is the estimate; PPI needs the judge on at least 2 others")
             else:
                 est = ppi.system_estimate(j, h, scale)
-            res.systems.append(SystemRow(rid, sysname, name, metric, iv, est, len(y), note))
+            cov = ppi.coverage_note(len(y), binary, False, est.method) if est is not None else ""
+            res.systems.append(SystemRow(rid, sysname, name, metric, iv, est, len(y), note, cov))
         if len(pairs_h) >= 4:
             x, yv = np.asarray(pairs_j), np.asarray(pairs_h)
             r, lo, hi = pearson_ci(x, yv)
@@ -149,7 +153,8 @@ def estimate(runs: Sequence[tuple[str, str]], records: Mapping[str, Sequence[dic
             pj = stats.paired(a, b)
             hp = ppi.paired(a, human.get(base_id, {}).get(name, {}), b, human.get(rid, {}).get(name, {}), scale)
             res.pairs.append(PairRow(name, metric, names_of[base_id], sysname, pj, hp[0] if hp else None,
-                                     hp[1].method if hp else f"fewer than {ppi.MIN_LABELS} questions labelled for both"))
+                                     hp[1].method if hp else f"fewer than {ppi.MIN_LABELS} questions labelled for both",
+                                     ppi.coverage_note(hp[1].n_labels, binary, True, hp[1].method) if hp else ""))
     return res
 
 
@@ -165,8 +170,8 @@ def markdown(res: Result, title: str = "Prediction-powered estimates (human labe
     out += ["Per system: the judge-only mean [95% interval] over all the questions it scored, and the PPI++ estimate of the "
             "human label's mean over the same questions [95% interval] from the labelled ones (docs/statistics.md, "
             "'Prediction-powered estimates'). Both on the judge metric's scale.", "",
-            "| metric (human label) | system | judge-only mean [95% CI] (n) | PPI++ mean [95% CI] | labels | interval |",
-            "|---|---|---|---|---|---|"]
+            "| metric (human label) | system | judge-only mean [95% CI] (n) | PPI++ mean [95% CI] | labels | interval | "
+            "coverage of the 95% interval at these labels |", "|---|---|---|---|---|---|---|"]
     for r in res.systems:
         s = _scale(r.metric)
         d = 1 if s > 1 else 3
@@ -177,12 +182,12 @@ def markdown(res: Result, title: str = "Prediction-powered estimates (human labe
             how = f"{e.method}, lambda={e.lam:.2f}"
         else:
             p, how = "—", r.note
-        out.append(f"| {r.metric} ({r.label}) | {r.system} | {judge} | {p} | {r.n_labels} | {how} |")
+        out.append(f"| {r.metric} ({r.label}) | {r.system} | {judge} | {p} | {r.n_labels} | {how} | {r.coverage or '-'} |")
     if res.pairs:
         out += ["", "Paired differences B - A (A = the baseline), over the questions both systems' judge scored; PPI++ "
                 "corrects the judge's per-question difference with the human difference on the questions labelled for both.", "",
-                "| metric (human label) | A → B | judge-only B - A [95% CI] (n) | PPI++ B - A [95% CI] | labels | p (PPI) |",
-                "|---|---|---|---|---|---|"]
+                "| metric (human label) | A → B | judge-only B - A [95% CI] (n) | PPI++ B - A [95% CI] | labels | p (PPI) | "
+                "interval, and its coverage at these labels |", "|---|---|---|---|---|---|---|"]
         for pr in res.pairs:
             d = 1 if _scale(pr.metric) > 1 else 3
             j = pr.judge
@@ -192,7 +197,8 @@ def markdown(res: Result, title: str = "Prediction-powered estimates (human labe
                 pt, n, p = f"{q.diff:+.{d}f} [{q.low:+.{d}f}, {q.high:+.{d}f}]", str(q.n), ("<0.001" if q.p < 0.001 else f"{q.p:.3f}")
             else:
                 pt, n, p = "—", pr.method, "-"
-            out.append(f"| {pr.metric} ({pr.label}) | {pr.a} → {pr.b} | {jt} | {pt} | {n} | {p} |")
+            how = f"{pr.method}: {pr.coverage}" if pr.ppi is not None else "-"
+            out.append(f"| {pr.metric} ({pr.label}) | {pr.a} → {pr.b} | {jt} | {pt} | {n} | {p} | {how} |")
     if res.agreement:
         out += ["", "The judge against these labels (in-domain: this sweep's own questions and answers): Pearson r with its "
                 "Fisher-z 95% interval, and the judge's bias (judge - human, 0..1 scale) with its 95% interval.", "",

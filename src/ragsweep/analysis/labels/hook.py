@@ -15,6 +15,7 @@ import math
 from typing import Any, Mapping, Sequence
 
 PPI_METHOD = "PPI++"
+SPARSE_METHOD = "labels, betting"
 
 
 class Judged(dict):
@@ -53,8 +54,12 @@ def level(values: dict[str, float], per_run: Sequence[Any]):
 
 
 def paired(metric: str, a: Any, b: Any):
-    """The PPI++ ``b - a`` (a :class:`ragsweep.analysis.stats.Paired`, n = labelled questions) when both
-    carry human labels on enough common questions (:func:`ragsweep.analysis.ppi.min_labels`), else None."""
+    """``(Paired, method, labelled human differences)``: the prediction-powered ``b - a`` (a
+    :class:`ragsweep.analysis.stats.Paired`, n = labelled questions; :func:`ragsweep.analysis.ppi.paired`) when both
+    carry human labels on enough common questions (:func:`ragsweep.analysis.ppi.min_labels`), else None.
+    ``method`` is :data:`PPI_METHOD` for the PPI++ CLT interval, :data:`SPARSE_METHOD` where too
+    few labelled differences are non-zero for it and the labelled differences' betting interval
+    stands in (the differences, on the metric's scale, are what its tol tests read)."""
     if not (isinstance(a, Judged) and isinstance(b, Judged)):
         return None
     from ragsweep.analysis import ppi
@@ -63,4 +68,7 @@ def paired(metric: str, a: Any, b: Any):
     m = find(metric)
     scale = m.scale if m is not None and math.isfinite(m.scale) else 1.0
     res = ppi.paired(a, {q: v / scale for q, v in a.human.items()}, b, {q: v / scale for q, v in b.human.items()}, scale)
-    return res[0] if res else None
+    if not res:
+        return None
+    diffs = [b.human[q] - a.human[q] for q in a if q in b and q in a.human and q in b.human]
+    return res[0], (SPARSE_METHOD if res[1].method == ppi.SPARSE_METHOD else PPI_METHOD), diffs

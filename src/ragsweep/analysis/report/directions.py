@@ -1,7 +1,8 @@
 """Paper directions: each direction a paper reports (``sweep.directions`` of the experiment config)
-marked REPRODUCED, NOT REPRODUCED or NOT TESTABLE, with the numbers. The rules are in the package
-docstring (:mod:`ragsweep.analysis.report`); a metric's scale (for the default tolerance of ``flat``) comes
-from the metric registry."""
+marked REPRODUCED, CONTRADICTED, SAME DIRECTION, NOT SIGNIFICANT, OPPOSITE DIRECTION, NOT
+SIGNIFICANT or NO DATA, with the numbers. The rules are in :data:`RULES` (and docs/statistics.md,
+section 4); a metric's scale (for the default tolerance of ``flat`` and the range of its "barely
+moves" interval) comes from the metric registry."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Mapping
 
 from ragsweep.analysis import stats
 from ragsweep.analysis.report.frame import ReportError, _same, fmt, metric_scale, values_of, value_label
-from ragsweep.analysis.report.paired import RULES, compare, level_values, p_text
+from ragsweep.analysis.report.paired import RULES, UNTESTABLE, compare, level_values, p_text
 from ragsweep.analysis.report.table import _md_cell
 from ragsweep.tracking import SweepRuns
 
@@ -51,12 +52,19 @@ class Verdict:
     def line(self) -> str:
         obs = f"{self.observed}: " if self.observed else ""
         power = power_text(self)
-        power = "" if power == "-" else (", no finite n for 80% power" if power == "no finite n"
-                                         else f", ~{power} questions for 80% power")
+        goal = f"its interval to lie {'inside' if abs(self._deciding_diff()) < self.tol else 'outside'} ±{self.tol:g}" \
+            if self.kind == "flat" else "80% power"
+        power = "" if power == "-" else (f", no finite n for {goal}" if power == "no finite n"
+                                         else f", ~{power} questions for {goal}")
         stat = f" (p={p_text(self.p)}, n={self.n}{power})" if self.p is not None else ""
         why = f" ({self.detail})" if self.detail and self.verdict == NO_DATA else ""
         paper = f" [paper: {self.paper}]" if self.paper else ""
         return f"{self.metric}: {obs}{self.expected} — {self.verdict}{stat}{why}{paper}"
+
+    def _deciding_diff(self) -> float:
+        """The deciding step's difference (the one whose p and questions the line shows)."""
+        step = next((c for c in self.comparisons if c.n_needed == self.n_needed and c.p_adj == self.p), None)
+        return step.result.diff if step is not None else 0.0
 
     def as_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -164,24 +172,24 @@ def decide(v: Verdict, alpha: float = ALPHA) -> Verdict:
     comps = v.comparisons
     v.steps = [{"comparison": f"{c.a} -> {c.b}", "diff": c.result.diff, "ci_low": c.result.low, "ci_high": c.result.high,
                 "n": c.result.n, "p": c.result.p, "p_holm": c.p_adj, "n_for_80pct_power": c.n_needed,
-                "test": {"within": f"TOST |mean| < {v.tol:g}", "beyond": f"|mean| > {v.tol:g}"}.get(c.hypothesis or "", "mean = 0")}
+                "test": _test_text(c, v.tol)}
                for c in comps]
     v.n = min(c.result.n for c in comps)
     sig = [math.isfinite(c.p_adj) and c.p_adj < alpha for c in comps]
     if v.kind == "flat":
-        # each step's p tests the hypothesis on the side of tol it lies on (paired.compare):
-        # "within" = TOST of |mean| < tol, "beyond" = |mean| > tol; both Holm-adjusted with the report
+        # each step's p tests the hypothesis on the side of tol it lies on (paired.compare): "within" =
+        # its 95% interval inside ±tol, "beyond" = outside; both Holm-adjusted with the report
         within = [s and c.hypothesis == "within" for c, s in zip(comps, sig)]
         beyond = [s and c.hypothesis == "beyond" for c, s in zip(comps, sig)]
         if all(within):
             v.verdict = REPRODUCED
-            v.detail = f"every step within ±{v.tol:g} by the equivalence test (TOST, Holm p < {alpha:g})"
+            v.detail = f"every step's interval within ±{v.tol:g} (Holm p < {alpha:g})"
         elif any(beyond):
             v.verdict = CONTRADICTED
             v.detail = f"a step beyond ±{v.tol:g}, significantly (Holm p < {alpha:g})"
         elif all(abs(c.result.diff) <= v.tol for c in comps):
             v.verdict = SAME_NS
-            v.detail = f"steps within ±{v.tol:g} but not significantly (equivalence test)"
+            v.detail = f"steps within ±{v.tol:g} but their intervals reach beyond it"
         else:
             v.verdict = OPPOSITE_NS
         decisive = within if v.verdict == REPRODUCED else beyond if v.verdict == CONTRADICTED else None
@@ -205,6 +213,20 @@ def decide(v: Verdict, alpha: float = ALPHA) -> Verdict:
     v.n_needed = step.n_needed
     v.no_finite_n = step.n_needed is None and step.result.n > 0 and v.verdict in (SAME_NS, OPPOSITE_NS)
     return v
+
+
+def zero_n(tol_share: float = 0.02) -> int | None:
+    """Questions a "barely moves" step needs when every difference is 0, at tol = ``tol_share`` of the scale."""
+    from ragsweep.analysis import bounded
+
+    return bounded.n_for([0.0], tol_share, 1.0)
+
+
+def _test_text(c: Any, tol: float) -> str:
+    """What a step's p tests, for the steps table."""
+    how = "PPI++ normal" if c.method else "betting"
+    return {"within": f"95% {how} CI within ±{tol:g}", "beyond": f"95% {how} CI beyond ±{tol:g}",
+            UNTESTABLE: "no bounded range: not testable"}.get(c.hypothesis or "", "mean = 0")
 
 
 def weakest(comps: Sequence[Any]) -> Any:
@@ -274,17 +296,19 @@ def directions_markdown(verdicts: Sequence[Verdict], runs: SweepRuns, spec_sourc
         "- Each step (consecutive levels for increasing / decreasing / barely moves; the named level against each "
         "other one for higher for / lower for) is a paired comparison over the questions both levels scored.",
         f"- REPRODUCED: every step goes the expected way and is significant (Holm-adjusted p < {ALPHA}); for "
-        "'barely moves', every step is shown within ±tol (default 2% of the scale) by an equivalence test (two "
-        "one-sided sign-flip tests, TOST), Holm-adjusted with the rest. No verdict but NO DATA or NOT SIGNIFICANT "
-        f"is possible below {stats.min_n(ALPHA)} questions ({stats.min_n(ALPHA, sided=1)} for 'barely moves'): the "
-        "test cannot reach alpha there.",
-        "- CONTRADICTED: some step goes the other way, significantly; for 'barely moves', some step is shown "
-        "beyond ±tol (test of |mean| > tol, Holm-adjusted), not merely different from 0.",
+        "'barely moves', every step's 95% betting interval of the mean difference (valid on the metric's range "
+        "[-scale, +scale] whatever the distribution of differences) lies inside ±tol (default 2% of the scale), "
+        "Holm-adjusted with the rest. No verdict but NO DATA or NOT SIGNIFICANT is possible below "
+        f"{stats.min_n(ALPHA)} questions: the test cannot reach alpha there; 'barely moves' needs far more (at the "
+        f"default tol, {zero_n()} questions whose differences are all 0).",
+        "- CONTRADICTED: some step goes the other way, significantly; for 'barely moves', some step's interval "
+        "lies outside ±tol (Holm-adjusted), not merely away from 0.",
         "- SAME DIRECTION, NOT SIGNIFICANT: the observed change goes the expected way (net over the steps) but not "
         "every step is significant: the data cannot tell. p, n and the questions column are the deciding step's: for "
         "CONTRADICTED the most significant contradicting step, otherwise the weakest (the "
         "largest Holm p; among equal p, the one needing the most questions): how many questions a paired test "
-        "would need to detect its observed difference at 80% power, 'no finite n' when that difference is zero.",
+        "would need to detect its observed difference at 80% power, 'no finite n' when that difference is zero; "
+        "for 'barely moves', how many questions like these its interval would need to lie inside (or outside) ±tol.",
         "- OPPOSITE DIRECTION, NOT SIGNIFICANT: the observed change goes the other way, not significantly; for "
         "'barely moves': some step changed by more than ±tol, not significantly (it may move; the data cannot tell).",
         "- NO DATA: the parameter has fewer than two values, a named value is not swept, the metric is missing or "

@@ -21,6 +21,8 @@ from ragsweep.analysis.report.frame import _same, fmt, metric_scale, value_label
 log = logging.getLogger(__name__)
 
 PerQuestion = dict[str, float]
+#: a "barely moves" step on a metric without a finite scale (or values beyond it): no valid interval
+UNTESTABLE = "untestable"
 #: what a two-run comparison shows besides the chosen metric
 DEFAULT_METRICS = ("ragchecker/overall/f1", "ragchecker/overall/precision", "ragchecker/overall/recall",
                    "ragchecker/retriever/claim_recall", "ragchecker/generator/faithfulness",
@@ -147,8 +149,9 @@ class Comparison:
     b: str
     result: stats.Paired
     n_needed: int | None = None
-    #: for "barely moves" (``tol`` set): which hypothesis ``result.p`` tests - "within" (TOST of
-    #: |mean| < tol) or "beyond" (|mean| > tol); None: the two-sided test of mean 0
+    #: for "barely moves" (``tol`` set): which hypothesis ``result.p`` tests - "within" (the 95%
+    #: interval inside ±tol) or "beyond" (outside), or UNTESTABLE (no bounded range); None: the
+    #: two-sided test of mean 0
     hypothesis: str | None = None
     tol: float | None = None
     method: str = ""  # "PPI++" when human labels decided it (ragsweep.analysis.labels.hook), else the judge-only test
@@ -170,6 +173,12 @@ class Comparison:
 HEADER = ["metric", "comparison", "mean A", "mean B", "B - A", "95% CI", "n", "p", "p (Holm)", "n for 80% power"]
 
 
+def _ppi_min_nonzero() -> int:
+    from ragsweep.analysis import ppi
+
+    return ppi.MIN_NONZERO
+
+
 def p_text(p: float | None) -> str:
     if p is None or not math.isfinite(p):
         return "n/a"
@@ -178,39 +187,62 @@ def p_text(p: float | None) -> str:
 
 def compare(metric: str, a_label: str, a: PerQuestion, b_label: str, b: PerQuestion,
             tol: float | None = None) -> Comparison:
-    """``b - a`` paired over the common questions. With ``tol`` (a "barely moves" step) the p is
-    the equivalence test's (TOST, "within ±tol") when |diff| <= tol, else the test of |mean| > tol;
-    the questions for 80% power are those to show the step on the side of tol it lies on. Where
-    people labelled enough of the questions, the difference, its interval and p are PPI++'s
-    (:mod:`ragsweep.analysis.labels.hook`), the tol tests then on its normal approximation."""
-    ppi_res = _labels_hook.paired(metric, a, b)  # human labels on enough questions: PPI++ decides (issue 25)
-    method = _labels_hook.PPI_METHOD if ppi_res is not None else ""
+    """``b - a`` paired over the common questions. With ``tol`` (a "barely moves" step) the step is
+    judged by the 95% betting interval of the mean difference (:mod:`ragsweep.analysis.bounded`, valid
+    for the metric's bounded range whatever the distribution): its p is that of "within ±tol" when
+    |diff| < tol, else of "beyond ±tol", and the questions column says how many questions like these
+    the test would need. Where people labelled enough of the questions, the difference, its interval
+    and p are PPI++'s (:mod:`ragsweep.analysis.labels.hook`), the tol tests then on its normal interval."""
+    labelled = _labels_hook.paired(metric, a, b)  # human labels on enough questions: they decide (issues 25, 34)
+    ppi_res, method, human_d = labelled if labelled is not None else (None, "", [])
     res = ppi_res if ppi_res is not None else stats.paired(a, b)
     d = stats.diffs(a, b)
     if tol is None:
         return Comparison(metric, a_label, b_label, res, stats.n_for_power(d), method=method)
     if res.n == 0:
         return Comparison(metric, a_label, b_label, res, None, "within", tol, method)
-    within = abs(res.diff) <= tol
-    if ppi_res is not None:
-        p = _normal_tol_p(ppi_res, tol, within)
-    else:
-        p = stats.equivalence_p(d, tol) if within else stats.beyond_p(d, tol)
-    side = 1.0 if res.diff >= 0 else -1.0  # the nearer margin
-    need = stats.n_for_power([x - side * tol for x in d], sided=1 if within else 2)
-    return Comparison(metric, a_label, b_label, replace(res, p=p), need, "within" if within else "beyond", tol, method)
+    within = abs(res.diff) < tol
+    if method == _labels_hook.PPI_METHOD:
+        side = 1.0 if res.diff >= 0 else -1.0  # the nearer margin
+        need = stats.n_for_power([x - side * tol for x in d], sided=1 if within else 2)
+        return Comparison(metric, a_label, b_label, replace(res, p=_normal_tol_p(res, tol, within)), need,
+                          "within" if within else "beyond", tol, method)
+    if method:  # the labelled differences' betting interval (few non-zero): its own tol tests
+        step = _bounded_step(metric, a_label, b_label, res, human_d, tol, within)
+        step.method = method
+        return step
+    return _bounded_step(metric, a_label, b_label, res, d, tol, within)
+
+
+def _bounded_step(metric: str, a_label: str, b_label: str, res: stats.Paired, d: Sequence[float], tol: float,
+                  within: bool) -> Comparison:
+    """A judge-only "barely moves" step: the betting interval on the metric's range [-scale, +scale]."""
+    from ragsweep.analysis import bounded
+
+    scale = metric_scale(metric)
+    try:
+        iv = bounded.interval(d, scale)
+    except bounded.RangeError as exc:  # no finite scale, or values beyond it: no valid interval to decide with
+        log.warning("%s: %s; 'barely moves' is not testable on it", metric, exc)
+        return Comparison(metric, a_label, b_label, replace(res, p=1.0), None, UNTESTABLE, tol)
+    p = bounded.within_p(d, tol, scale) if within else bounded.beyond_p(d, tol, scale)
+    need = bounded.n_for(d, tol, scale, "within" if within else "beyond")
+    return Comparison(metric, a_label, b_label, replace(res, low=iv.low, high=iv.high, p=p), need,
+                      "within" if within else "beyond", tol)
 
 
 def _normal_tol_p(res: stats.Paired, tol: float, within: bool) -> float:
-    """The tol tests of :func:`compare` on a normal interval (PPI++'s): TOST p of |mean| < tol, or
-    twice the one-sided p of |mean| > tol, with the standard error read back from the 95% interval."""
+    """The tol tests of :func:`compare` on a normal 95% interval (PPI++'s), with the standard error
+    read back from it: "within" is shown (p < 0.05) exactly when the whole 95% interval lies inside
+    ±tol (p = twice the larger one-sided p), "beyond" when it lies outside (twice the one-sided p of
+    the side the difference is on)."""
     from scipy.stats import norm
 
     se = (res.high - res.low) / (2 * norm.ppf(0.5 + stats.CONFIDENCE / 2))
     if not se > 0:
         return 1.0
     if within:
-        return float(max(norm.sf((res.diff + tol) / se), norm.cdf((res.diff - tol) / se)))
+        return float(min(1.0, 2 * max(norm.sf((res.diff + tol) / se), norm.cdf((res.diff - tol) / se))))
     return float(min(1.0, 2 * norm.sf((abs(res.diff) - tol) / se)))
 
 
@@ -280,13 +312,18 @@ RULES = (
     f"scored (a failed or undefined question is in neither). 95% CI: {stats.METHOD} of that mean "
     f"(B={stats.RESAMPLES}, seed {stats.SEED}). p: two-sided paired sign-flip permutation test of mean 0 "
     f"(exact over all 2^n sign patterns for n <= {stats.EXACT_MAX_N}, else up to {stats.RANDOM_FLIPS:,} seeded "
-    f"random flips, smallest p {1 / (stats.RANDOM_FLIPS + 1):.0e}); for a 'barely moves' step, the equivalence test "
-    "(TOST) of |mean| < tol when the step lies within ±tol, else the test of |mean| > tol; "
+    f"random flips, whose smallest p is {1 / (stats.RANDOM_FLIPS + 1):.0e}, or Hoeffding's bound on the exact p where "
+    "that is smaller); for a 'barely moves' step, B - A's 95% CI is the betting interval (Waudby-Smith & Ramdas "
+    "2023) on the metric's range [-scale, +scale], valid whatever the distribution of differences, and p tests "
+    "whether it lies inside ±tol (when |B - A| < tol), else outside; "
     "Holm-adjusted over every comparison of this report. n for 80% power: questions a paired test at alpha "
     "0.05 would need to detect the observed difference (normal approximation, never fewer than the test needs "
-    f"to reach alpha at all: {stats.min_n()} questions two-sided); 'no finite n' when the difference is zero. "
+    f"to reach alpha at all: {stats.min_n()} questions two-sided); 'no finite n' when the difference is zero; for "
+    "a 'barely moves' step, the questions like these its interval would need to lie inside (or outside) ±tol. "
     "See docs/statistics.md. "
     "Where people labelled enough of the questions (n shows 'labelled (PPI++)'), B - A, its 95% CI and p are "
     "prediction-powered (PPI++ over the questions labelled for both, the judge's differences on the others; "
-    "for 'barely moves', the tol tests on its normal interval): see docs/statistics.md, 'Prediction-powered estimates'."
+    "for 'barely moves', the tol tests on its normal interval); where fewer than "
+    f"{_ppi_min_nonzero()} labelled differences are non-zero (n shows 'labelled (labels, betting)'), the labelled "
+    "differences' betting interval instead: see docs/statistics.md, 'Prediction-powered estimates'."
 )

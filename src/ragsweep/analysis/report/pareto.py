@@ -9,9 +9,10 @@
 - the front: systems no other system beats on both (quality at least as good and cost no higher,
   one strictly);
 - the tie set: the best system (by mean quality over the questions every compared system scored)
-  and every system that comparison with the best (:func:`ragsweep.analysis.stats.best_p`, a permutation
-  test of the range of the system means) does not find worse at alpha: when all systems are tied,
-  the chance of calling any of them worse is at most alpha (the rule halving uses).
+  and every system that comparison with the best (:func:`ragsweep.analysis.best.drop_p`: studentized
+  paired comparisons, calibrated together by a sign-flip bootstrap of their largest) does not find
+  worse at alpha: a system whose true mean is the largest is called worse with probability at most
+  about alpha, whatever the others' means and spreads (the rule halving uses at each rung).
 
 When the children ran different numbers of questions (a successive-halving sweep: one child per
 rung), only those at the largest ``dataset.limit`` are compared: the final rung.
@@ -40,7 +41,7 @@ class Point:
     on_front: bool = False
     tied: bool = False
     best: bool = False
-    p_adj: float | None = None  # comparison-with-the-best p (stats.best_p)
+    p_adj: float | None = None  # comparison-with-the-best p (analysis.best.drop_p)
 
 
 def _metrics(run: Any) -> dict[str, float]:
@@ -121,19 +122,19 @@ def points(children: Sequence[Any], records_by_run: Mapping[str, Sequence[Mappin
 def _tie_set(pts: list[Point], sign: float, alpha: float) -> None:
     """Mark the best system and the systems tied with it. With per-question values for every
     system, the best is the highest mean over the questions all of them scored and a system is
-    tied unless comparison with the best (:func:`ragsweep.analysis.stats.best_p`) drops it at ``alpha``;
+    tied unless comparison with the best (:func:`ragsweep.analysis.best.drop_p`) drops it at ``alpha``;
     otherwise (a run without records) the best is the highest logged mean and nothing is tied."""
     import numpy as np
 
     from ragsweep.analysis.search import shared_questions
-    from ragsweep.analysis.stats import best_p
+    from ragsweep.analysis.best import drop_p
 
     qs = shared_questions(pts) if all(p.values for p in pts) else []  # type: ignore[arg-type]
     if qs and len(pts) > 1:
         mat = np.asarray([[float(p.values[q]) for q in qs] for p in pts])  # type: ignore[index]
         shared = sign * mat.mean(axis=1)
         order = sorted(range(len(pts)), key=lambda i: (-shared[i], pts[i].cost if math.isfinite(pts[i].cost) else math.inf))
-        ps = best_p(sign * mat)
+        ps = drop_p(sign * mat)
         best = pts[order[0]]
         for p, pv in zip(pts, ps):
             p.p_adj = float(pv) if p is not best else None

@@ -131,7 +131,8 @@ def test_human_labels_declared_in_the_metric_registry():
 
     kinds = {h.name: h.metric for h in human_labels()}
     assert kinds == {"correct": "ragchecker/overall/precision", "complete": "ragchecker/overall/recall",
-                     "faithful": "ragchecker/generator/faithfulness", "supported": "trace/adherence_rate"}
+                     "faithful": "ragchecker/generator/faithfulness", "supported": "trace/adherence_rate",
+                     "retrieved": "ragchecker/retriever/claim_recall"}  # the last for retrieval-only runs (issue 34)
     assert all(find(m) is not None for m in kinds.values())
 
 
@@ -213,7 +214,9 @@ def test_sample_marks_the_same_questions_on_every_system(sweep, tmp_path, capsys
                   if (t.info.tags or {}).get(L.SAMPLE_TAG) == L.SAMPLE_TAG_VALUE}
         assert marked == set(sample["question_ids"])
     rows = list(csv.DictReader(tpl.open()))
-    assert len(rows) == 2 * N_LAB * len(L.label_kinds()) and {r["system"] for r in rows} == {"bm25", "tfidf"}
+    answer_labels = {"correct", "complete", "faithful", "supported"}  # a full run: every answer label, not 'retrieved'
+    assert {r["label"] for r in rows} == answer_labels
+    assert len(rows) == 2 * N_LAB * len(answer_labels) and {r["system"] for r in rows} == {"bm25", "tfidf"}
 
 
 def _write_labels(sweep, path: Path, sample: list[str]) -> None:

@@ -320,13 +320,15 @@ def test_direction_rules():
     df, recs = _rules_frame()
     cr = {"metric": "ragchecker/retriever/claim_recall", "param": "chunk_overlap"}
     flat = _verdict(df, recs, {**cr, "expect": "flat"})
-    assert flat.verdict == "REPRODUCED" and flat.expected == "barely moves (|step| <= 2)"
-    # steps of 0.1 / 0.2 measured precisely (paired sd 0.3): significant moves beyond tol 0.01
-    assert _verdict(df, recs, {**cr, "expect": "flat", "tol": 0.01}).verdict == "CONTRADICTED"
+    # steps of 0.1 / 0.2 (paired sd 0.3) over 30 questions: on a 0-100 range, 30 questions cannot rule out
+    # a rare large change (issue 34: the betting interval is about +-15 here), so "barely moves" is not shown
+    assert flat.verdict == "SAME DIRECTION, NOT SIGNIFICANT" and flat.expected == "barely moves (|step| <= 2)"
+    assert flat.n_needed and flat.n_needed > N_Q and flat.steps[0]["ci_low"] < -2 < 2 < flat.steps[0]["ci_high"]
+    assert _verdict(df, recs, {**cr, "expect": "flat", "tol": 0.01}).verdict == "OPPOSITE DIRECTION, NOT SIGNIFICANT"
     cp = {"metric": "ragchecker/retriever/context_precision", "param": "chunk_overlap"}
     assert _verdict(df, recs, {**cp, "expect": "increasing"}).verdict == "REPRODUCED"
     assert _verdict(df, recs, {**cp, "expect": "decreasing"}).verdict == "CONTRADICTED"
-    assert _verdict(df, recs, {**cp, "expect": "flat"}).verdict == "CONTRADICTED"
+    assert _verdict(df, recs, {**cp, "expect": "flat"}).verdict == "OPPOSITE DIRECTION, NOT SIGNIFICANT"
     ut = {"metric": "trace/utilization", "param": "prompt"}
     assert _verdict(df, recs, {**ut, "expect": {"higher_for": "b"}}).verdict == "REPRODUCED"
     assert _verdict(df, recs, {**ut, "expect": {"higher_for": "c", "than": "a"}}).verdict == "REPRODUCED"
