@@ -1,0 +1,1 @@
+"""The corpus stage: datasets, file parsing, chunking, the chunk store, embeddings."""

@@ -1,0 +1,1 @@
+"""Dataset loaders of the corpus stage (``dataset=files``: :mod:`ragsweep.corpus.dataset.files`)."""
