@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ragsweep.cache import Cache
 from ragsweep.config import flatten, validate
+from ragsweep.corpus.place import placer  # a parsed file's chunk as "file p. N, § Heading"
 from ragsweep.dataset.doctable import titles_of  # the retrieved chunks' titles, no corpus parse
 from ragsweep import ledger, retrieval_only, signals
 from ragsweep.errors import FailureRateExceeded
@@ -46,11 +47,10 @@ def share_judge_server(cfg: DictConfig, evaluator: Any, server: Any) -> bool:
     return True
 
 
-def _retrieved_context(hits) -> list[dict[str, Any]]:
-    return [
-        {"doc_id": h.chunk.doc_id, "text": h.chunk.text, "chunk_id": h.chunk.chunk_id, "start": h.chunk.start, "end": h.chunk.end, "score": h.score}
-        for h in hits
-    ]
+def _retrieved_context(hits, where=lambda doc_id, start: None) -> list[dict[str, Any]]:
+    """The chunks as records carry them; ``where``: a parsed file's "file p. N, § Heading" (corpus.place)."""
+    return [{"doc_id": h.chunk.doc_id, "text": h.chunk.text, "chunk_id": h.chunk.chunk_id, "start": h.chunk.start, "end": h.chunk.end,
+             "score": h.score, **({"where": w} if (w := where(h.chunk.doc_id, h.chunk.start)) else {})} for h in hits]
 
 
 def run_system(cfg: DictConfig, parent_run_id: str | None = None, server: Any = None) -> dict[str, Any]:
@@ -87,6 +87,8 @@ def run_system(cfg: DictConfig, parent_run_id: str | None = None, server: Any = 
         with signals.Interrupts():
             tracker.log_params({**flatten(resolved), **short_params(cfg)})
             tracker.log_json(resolved, "config.json")
+            for name, artifact in dataset.artifacts.items():  # dataset=files: its parse ledger
+                tracker.log_json(artifact, name)
             card = _judge_card(cfg, tracker)
             metrics, records = _run(cfg, top, dataset, timer, tracker, server)
         status = "FINISHED"
@@ -197,7 +199,7 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
                 tracker.log_file(path, "server")  # each server process's own log, beside the records
 
     model = getattr(server, "model_name", None)
-    records = []
+    where, records = placer(dataset.documents, {h.chunk.doc_id for hits in used_hits.values() for h in hits}), []
     failures = 0
     for q, out, text in zip(dataset.queries, outs, prompts):
         rec: dict[str, Any] = {
@@ -205,7 +207,7 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
             "query": q.query,
             "gt_answer": q.gt_answer or "",
             "response": "",
-            "retrieved_context": _retrieved_context(used_hits[q.query_id]),
+            "retrieved_context": _retrieved_context(used_hits[q.query_id], where),
             "prompt": text,
             "chunks_dropped": n_dropped[q.query_id],
             "relevant_spans": [{"doc_id": s.doc_id, "start": s.start, "end": s.end} for s in q.relevant],
@@ -322,15 +324,13 @@ def _repeat_judging(evaluator, records, answered, families, cache, first, metric
     (new cache keys, so new judge calls) and combine (:func:`ragsweep.scoring.combine_repeats`).
     A deterministic judge (no LLM judge, or temperature 0) gives R identical judgings: judged once."""
     import copy
-
-    from ragsweep.cache import Salted
-    from ragsweep.scoring import combine_repeats
-
     import dataclasses
 
     from omegaconf import OmegaConf as _OC
 
+    from ragsweep.cache import Salted
     from ragsweep.evaluator.judge import Judge
+    from ragsweep.scoring import combine_repeats
 
     n = int(evaluator.config.repeats)
     judge = evaluator.config.judge
