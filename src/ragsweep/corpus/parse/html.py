@@ -1,6 +1,6 @@
 """HTML files, with lxml: the page's main part (``<main>``, ``<article>`` or ``role=main`` when
 it has one, else ``<body>``) without scripts, styles, navigation, headers, footers, asides and
-forms, block by block; ``<h1>``-``<h6>`` are the headings; the title is ``<title>``, else the
+forms (by tag, or by a class or id such as ``menu``, ``sidebar``: :data:`CHROME`), block by block; ``<h1>``-``<h6>`` are the headings; the title is ``<title>``, else the
 first heading. Chosen by measurement (experiments/results/parse_bench.md) over trafilatura
 (which drops section headings and some paragraphs of a clean page), readability-lxml (which
 keeps only part of some manual pages) and markitdown (slower, Markdown syntax in the text).
@@ -8,6 +8,7 @@ keeps only part of some manual pages) and markitdown (slower, Markdown syntax in
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from ragsweep.corpus.parse.base import Builder, Parsed, ParseFailure, clean_title, require_text
@@ -21,6 +22,10 @@ DROP = ("script", "style", "noscript", "template", "nav", "header", "footer", "a
 BLOCKS = {"p", "div", "section", "article", "main", "li", "ul", "ol", "dl", "dt", "dd", "table", "tr", "pre",
           "blockquote", "figure", "figcaption", "address", "details", "summary", "body", "hr", "br", "td", "th",
           "caption", "center", "tbody", "thead", "tfoot"}
+#: a class or id token naming a page's chrome (menus, banners, breadcrumbs), as readability's
+#: "unlikely candidates": such an element is dropped with all it holds
+CHROME = re.compile(r"^(nav|navbar|navigation|menu|mainmenu|submenu|menubar|header|masthead|footer|sidebar|"
+                    r"breadcrumbs?|tagline|search|searchbox|nosearch|skip|skiplink|cookies?|banner|toc)$", re.I)
 HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 
 
@@ -37,7 +42,7 @@ def parse(path: Path) -> Parsed:
         raise ParseFailure("corrupt", f"not HTML ({exc})") from None
     title = clean_title(root.findtext(".//title"))
     main = _main(root)
-    for el in list(main.iter(*DROP)):
+    for el in list(main.iter(*DROP)) + [e for e in main.iter() if e is not main and _chrome(e)]:
         if el.getparent() is not None:
             el.drop_tree()
     b = Builder()
@@ -52,6 +57,13 @@ def _main(root):
             return found[0]
     body = root.find("body")
     return body if body is not None else root
+
+
+def _chrome(el) -> bool:
+    if not isinstance(el.tag, str):
+        return False
+    names = (el.get("class") or "").split() + (el.get("id") or "").split()
+    return any(CHROME.match(n) for n in names) or el.get("role") in ("navigation", "banner", "contentinfo")
 
 
 def _walk(el, b: Builder, line: list[str]) -> None:
