@@ -142,3 +142,16 @@ def test_the_run_summary_counts_the_parse_ledger():
          "data/files_encrypted": 1, "data/files_no_text_layer": 2}
     assert files_line(m) == ("files: 5 parsed (0 parsed now), 3 in the parse ledger: 1 encrypted, 2 no_text_layer "
                              "(parse_ledger.json: each file's reason and fix)")
+
+
+def test_records_carry_where_a_retrieved_chunk_of_a_parsed_file_is(folder, tmp_path):
+    from ragsweep.pipeline import _retrieved_context
+    from ragsweep.types import Chunk, Hit
+
+    ds = load(folder, tmp_path / "cache")
+    doc = ds.documents.documents_of(["pdf/pdflatex-outline.pdf"])["pdf/pdflatex-outline.pdf"]
+    at = doc.pages[2] + 1
+    hit = Hit(Chunk("c", doc.doc_id, at, at + 5, doc.text[at:at + 5]), 1.0, 1)
+    (ctx,) = _retrieved_context([hit], placer(ds.documents, [doc.doc_id]))
+    assert ctx["where"].startswith("pdf/pdflatex-outline.pdf p. 3")
+    assert "where" not in _retrieved_context([Hit(Chunk("x", "plain", 0, 1, "x"), 1.0, 1)])[0]
