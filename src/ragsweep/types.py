@@ -82,6 +82,8 @@ class Dataset:
     has_relevance: bool = False
     has_answers: bool = False
     stats: dict[str, int] = field(default_factory=dict)
+    #: JSON artifacts the loader made, logged to the run under these names (``dataset=files``: its parse ledger)
+    artifacts: dict[str, object] = field(default_factory=dict)
 
     @property
     def doc_index(self) -> dict[str, Document]:

@@ -21,6 +21,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from ragsweep import signals
+from ragsweep.corpus.place import placer  # a parsed file's chunk as "file p. N, § Heading"
 from ragsweep.corpus.dataset.doctable import titles_of  # the retrieved chunks' titles, no corpus parse
 from ragsweep.judge import ledger
 from ragsweep.pipeline import retrieval_only
@@ -220,6 +221,7 @@ def records(job: Job, dataset: Dataset, prompts: Prompts, generation: Generation
     from ragsweep.rag.generator.client import extract_answer
 
     tag = prompts.template.config.answer_tag
+    where = placer(dataset.documents, {h.chunk.doc_id for hits in prompts.hits.values() for h in hits})
     out = []
     for q, res, text in zip(dataset.queries, generation.outputs, prompts.texts):
         rec: dict[str, Any] = {
@@ -227,7 +229,7 @@ def records(job: Job, dataset: Dataset, prompts: Prompts, generation: Generation
             "query": q.query,
             "gt_answer": q.gt_answer or "",
             "response": "",
-            "retrieved_context": retrieved_context(prompts.hits[q.query_id]),
+            "retrieved_context": retrieved_context(prompts.hits[q.query_id], where),
             "prompt": text,
             "chunks_dropped": prompts.dropped[q.query_id],
             "relevant_spans": [{"doc_id": s.doc_id, "start": s.start, "end": s.end} for s in q.relevant],
@@ -260,9 +262,10 @@ def records(job: Job, dataset: Dataset, prompts: Prompts, generation: Generation
     return out
 
 
-def retrieved_context(hits: Sequence[Hit]) -> list[dict[str, Any]]:
+def retrieved_context(hits: Sequence[Hit], where: Any = lambda doc_id, start: None) -> list[dict[str, Any]]:
+    """The chunks as records carry them; ``where``: a parsed file's "file p. N, § Heading" (corpus.place)."""
     return [
         {"doc_id": h.chunk.doc_id, "text": h.chunk.text, "chunk_id": h.chunk.chunk_id, "start": h.chunk.start,
-         "end": h.chunk.end, "score": h.score}
+         "end": h.chunk.end, "score": h.score, **({"where": w} if (w := where(h.chunk.doc_id, h.chunk.start)) else {})}
         for h in hits
     ]

@@ -106,6 +106,8 @@ def format_summary(result: RunResult, metrics_shown: Sequence[str], total_s: flo
     lines.append(f"questions: {attempted} attempted, {attempted - failed} answered, {failed} failed generation, "
                  f"{judge_fail} failed in the judge" + (" (failed questions are counted, never scored; see ledger.json)"
                                                        if failed or judge_fail else ""))
+    if "data/files" in m:  # dataset=files: how many files gave a document, and why the others did not
+        lines.append(files_line(m))
     rows = [(name, m[name]) for name in metrics_shown if name in m]
     if rows:
         from ragsweep.judge.metrics.registry import find
@@ -142,6 +144,18 @@ def format_summary(result: RunResult, metrics_shown: Sequence[str], total_s: flo
     if result.records_uri:
         lines.append(f"records: {result.records_uri}")
     return "\n".join(lines)
+
+
+def files_line(m: dict[str, Any]) -> str:
+    """``files: 57 parsed (3 parsed now), 3 in the parse ledger: 1 encrypted, 1 no_text_layer, ...``"""
+    reasons = {k[len("data/files_"):]: int(v) for k, v in m.items() if k.startswith("data/files_")
+               and k not in ("data/files_parsed", "data/files_parsed_now", "data/files_in_ledger") and v}
+    line = f"files: {int(m.get('data/files_parsed', 0))} parsed ({int(m.get('data/files_parsed_now', 0))} parsed now)"
+    ledger = int(m.get("data/files_in_ledger", 0))
+    if ledger:
+        line += f", {ledger} in the parse ledger: " + ", ".join(f"{n} {r}" for r, n in sorted(reasons.items()))
+        line += " (parse_ledger.json: each file's reason and fix)"
+    return line
 
 
 def format_line(result: RunResult, metrics_shown: Sequence[str]) -> str:

@@ -18,7 +18,7 @@ from ragsweep.errors import FailureRateExceeded
 from ragsweep.judge import ledger
 from ragsweep.pipeline import judging, retrieval_only, stages
 from ragsweep.pipeline.config import flatten, validate
-from ragsweep.pipeline.summary import RunResult, Stages
+from ragsweep.pipeline.summary import RunResult, Stages, quiet
 from ragsweep.tracking import Tracker, finished_child, short_params, system_key, system_name
 from ragsweep.types import Dataset
 
@@ -36,7 +36,10 @@ def run_system(cfg: DictConfig, parent_run_id: str | None = None, server: Any = 
     top = validated["top"]
     timer = Stages()
     with timer("load"):  # bad input data also fails here, before a run or a server exists
-        dataset = instantiate(cfg.dataset).load()
+        loader = instantiate(cfg.dataset)
+        if quiet() and hasattr(loader.config, "progress"):  # ragsweep -q: the summary only
+            loader.config.progress = False
+        dataset = loader.load()
     resolved = OmegaConf.to_container(cfg, resolve=True)
     resolved.pop("hydra", None)
 
@@ -59,6 +62,8 @@ def run_system(cfg: DictConfig, parent_run_id: str | None = None, server: Any = 
         with signals.Interrupts():
             tracker.log_params({**flatten(resolved), **short_params(cfg)})
             tracker.log_json(resolved, "config.json")
+            for name, artifact in dataset.artifacts.items():  # dataset=files: its parse ledger
+                tracker.log_json(artifact, name)
             card = _judge_card(cfg, tracker)
             job = stages.Job.open(cfg, top, timer, tracker, server)
             metrics, records = run_job(job, dataset)

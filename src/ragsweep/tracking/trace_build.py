@@ -128,7 +128,8 @@ def _documents(rec: dict[str, Any]) -> list[dict[str, Any]]:
             "id": str(c.get("chunk_id", "")),
             "page_content": c.get("text", ""),
             "metadata": {"doc_id": c.get("doc_id"), "chunk_id": c.get("chunk_id"), "rank": rank,
-                         "score": c.get("score"), "start": c.get("start"), "end": c.get("end")},
+                         "score": c.get("score"), "start": c.get("start"), "end": c.get("end"),
+                         **({"where": c["where"]} if c.get("where") else {})},
         })
     return docs
 

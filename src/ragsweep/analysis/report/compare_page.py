@@ -191,7 +191,7 @@ def _chunks_html(rec: dict[str, Any], other: dict[str, Any] | None) -> str:
         score_s = f"{float(score):.3f}" if isinstance(score, (int, float)) else _e(score)
         rel = any(str(s.get("doc_id")) == str(c.get("doc_id")) for s in spans)
         out.append(
-            f'<div class="chunk{" shared" if shared else ""}"><div class="meta">#{rank} · doc {_e(c.get("doc_id"))} · '
+            f'<div class="chunk{" shared" if shared else ""}"><div class="meta">#{rank} · {_e(c.get("where") or "doc " + str(c.get("doc_id")))} · '
             f'chunk {_e(c.get("chunk_id"))} · score {score_s}{" · also retrieved by the other system" if shared else ""}'
             f'{" · relevant document" if rel else ""}</div>{marked_text(c, spans)}</div>'
         )
