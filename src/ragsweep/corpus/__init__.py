@@ -1,0 +1,1 @@
+"""The corpus stage: documents, chunking, the chunk store, embeddings."""
