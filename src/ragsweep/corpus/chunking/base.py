@@ -121,6 +121,7 @@ class Chunker:
         if not isinstance(documents, Sequence):
             documents = list(documents)
         self.cache = cache  # a strategy that encodes sentences keeps them in the embedding cache
+        self.stats = {}
         if cache is None or not getattr(cache, "enabled", True):
             return [c for part in self._batches(documents) for c in part]
         key = Cache.key("chunks", chunkstore.FORMAT, self.key_config(), corpus_fingerprint(documents),
@@ -186,4 +187,4 @@ class Chunker:
                 yield part
         finally:
             bar.close()
-        self.stats = {"documents": len(documents), "chunks": n_chunks}
+        self.stats.update({"documents": len(documents), "chunks": n_chunks})
