@@ -284,3 +284,21 @@ def test_token_budget_keeps_the_best_hits_within_the_tokens():
     assert len(TokenBudgetReranker(tokens=1000).rerank([q], {"q": hits}, k=3)["q"]) == 3  # k still caps
     with pytest.raises(ValueError, match=r"reranker\.tokens"):
         TokenBudgetReranker(tokens=0)
+
+
+@pytest.mark.parametrize("backend", ["bm25s", "rank_bm25"])
+def test_retrievers_index_the_heading_path_and_keep_the_documents_characters(backend):
+    from ragsweep.retriever.bm25 import BM25Retriever
+    from ragsweep.types import Query
+
+    doc = Document("guide.md", MARKDOWN)
+    q = Query("q", "Installation")  # in the macOS chunk's heading path, not in its text
+    found = {}
+    for prepend in (True, False):
+        chunks = MarkdownChunker(size=300, prepend_headings=prepend).chunk_text(doc)
+        r = BM25Retriever(top_k=5, backend=backend)
+        r.index(chunks)
+        found[prepend] = {h.chunk.text.split("\n")[0]: h for h in r.search([q], k=5)["q"] if h.score > 0}
+    assert "## macOS" in found[True] and "## macOS" not in found[False]
+    mac = found[True]["## macOS"].chunk
+    assert mac.text == MARKDOWN[mac.start:mac.end] and mac.heading == "Installation > macOS"
