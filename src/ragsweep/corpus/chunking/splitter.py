@@ -5,7 +5,7 @@ measures pieces in tokens of the chunker's tokenizer (MiniLM's by default, as ``
 does). The document is tokenized once (a batch at a time, by the Rust tokenizer); the tokens of
 ``text[a:b]`` are then counted from the sorted token offsets (:class:`TokenCount`), never by
 tokenizing a piece again. That is what the chunking libraries measured against this module do,
-and why they are 2.3-7x slower than the token chunker (docs/chunking.md). Cuts fall on whitespace
+and why they take 1.8-7x the token chunker's time (docs/chunking.md). Cuts fall on whitespace
 (or on token boundaries, at the last level), where a WordPiece tokenizer never has a token across
 the cut, so the counts are exact for MiniLM; a tokenizer whose tokens carry the space before a word
 (SentencePiece) may count one token less at a cut.
