@@ -52,13 +52,24 @@ class Query:
 
 @dataclass(frozen=True)
 class Chunk:
-    """A window of a document; ``text == document.text[start:end]`` always holds."""
+    """A window of a document; ``text == document.text[start:end]`` always holds.
+
+    ``heading`` is the heading path the chunk sits under ("Install > Linux"), set only by a
+    chunker asked to put it in front of the chunk for retrieval (``chunker=markdown
+    prepend_headings=true``): retrievers index :attr:`search_text`, while ``text``, ``start`` and
+    ``end`` stay the document's own characters (span relevance, TRACe, the prompt)."""
 
     chunk_id: str
     doc_id: str
     start: int
     end: int
     text: str
+    heading: str = ""
+
+    @property
+    def search_text(self) -> str:
+        """What a retriever indexes: the heading path on its own line, then the text."""
+        return f"{self.heading}\n{self.text}" if self.heading else self.text
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
-"""What each point of a chunk-size / overlap / top-k sweep actually changes on this corpus.
+"""What each point of a chunking-strategy / chunk-size / overlap / top-k sweep actually changes on this corpus.
 
-Before any work, a sweep over ``chunker.size``, ``chunker.overlap`` or ``retriever.top_k`` is
-analysed point by point (each swept key varied alone, the rest at the base config):
+Before any work, a sweep over ``chunker`` (the strategy), ``chunker.size``, ``chunker.overlap`` or
+``retriever.top_k`` is analysed point by point (each swept key varied alone, the rest at the base config):
 
 - chunking points: chunks, chunks per document, the share of documents that fit in one chunk,
   and, against the previous point, the share of documents whose chunks are identical and the
@@ -9,10 +9,13 @@ analysed point by point (each swept key varied alone, the rest at the base confi
 - every point: the share of questions whose relevant spans are all inside the retrieved top-k
   (at the smallest swept k, or the base k), with the configured retriever when it is cheap
   (BM25, TF-IDF) and BM25 otherwise (the figures say which);
-- top-k points: the same share at each k, and whether k reaches the number of chunks.
+- top-k points: the same share at each k, and whether k reaches the number of chunks;
+- strategy points (each strategy at its own config, at the base ``chunker.size``): the chunking
+  figures, and for every pair of strategies the share of documents whose chunks are identical.
 
 Two points are flagged as near-identical systems when the same chunks make up at least
-``NEAR`` of the documents ("chunker.size 600: the same chunks as 300 for 88% of documents"), or
+``NEAR`` of the documents ("chunker.size 600: the same chunks as 300 for 88% of documents";
+"markdown and recursive give the same chunks for 93% of documents"), or
 when the smallest k already holds every relevant span for at least ``NEAR`` of the questions,
 or when several k retrieve the whole corpus. The sweep logs the warnings, and puts the figures
 on its parent run (tag ``ragsweep.degenerate``, artifacts ``degeneracy.json`` and
@@ -37,7 +40,7 @@ from ragsweep.corpus.dataset.doctable import doc_ids_of
 log = logging.getLogger("ragsweep.degenerate")
 
 #: swept keys this analysis understands, and their short names
-KEYS = {"chunker.size": "chunk size", "chunker.overlap": "overlap", "retriever.top_k": "top_k"}
+KEYS = {"chunker": "chunker", "chunker.size": "chunk size", "chunker.overlap": "overlap", "retriever.top_k": "top_k"}
 #: share at or above which two points count as near-identical systems
 NEAR = 0.8
 #: share of questions whose relevant spans are all in the top-k at the smallest k, at or above
@@ -161,6 +164,13 @@ def analyse(config: DictConfig, points: dict[str, list[Any]] | None = None, data
         return chunk_cache[(size, overlap)]
 
     base_size, base_overlap = config.chunker.get("size"), config.chunker.get("overlap")
+    strategy_chunks: dict[str, Any] = {}
+
+    def chunks_of_strategy(name: str) -> Any:
+        if name not in strategy_chunks:
+            strategy_chunks[name] = instantiate(_strategy_node(config, name)).chunk(dataset.documents, cache=cache)
+        return strategy_chunks[name]
+
     n_docs = len(dataset.documents)
     out: dict[str, Any] = {
         "dataset": dataset.name, "documents": n_docs, "questions": len(dataset.queries),
@@ -170,7 +180,7 @@ def analyse(config: DictConfig, points: dict[str, list[Any]] | None = None, data
     for key, values in points.items():
         label = KEYS[key]
         prev = None
-        ordered = sorted(values, key=float) if key != "retriever.top_k" else sorted(values, key=int)
+        ordered = values if key == "chunker" else sorted(values, key=float) if key != "retriever.top_k" else sorted(values, key=int)
         if key == "retriever.top_k":
             chunks = chunks_for(base_size, base_overlap)
             cov = _coverage(dataset.queries, chunks, rnode, ks, cache)
@@ -188,28 +198,21 @@ def analyse(config: DictConfig, points: dict[str, list[Any]] | None = None, data
                 out["warnings"].append(
                     f"top_k {', '.join(map(str, whole))}: each retrieves all {len(chunks)} chunks of the corpus: the same system")
             continue
+        if key == "chunker":
+            _strategies(out, [str(v) for v in values], chunks_of_strategy, dataset, rnode, ks, cache)
+            continue
         for v in ordered:
             size, overlap = (v, base_overlap) if key == "chunker.size" else (base_size, v)
             chunks = chunks_for(size, overlap)
             per_doc = _by_doc(chunks)
-            counts = [len(per_doc.get(d, ())) for d in doc_ids_of(dataset.documents)]
-            row: dict[str, Any] = {
-                "param": key, "value": v, "chunks": len(chunks),
-                "chunks_per_document_mean": round(len(chunks) / max(n_docs, 1), 3),
-                "chunks_per_document_median": statistics.median(counts) if counts else 0,
-                "documents_in_one_chunk": round(sum(1 for c in counts if c <= 1) / max(n_docs, 1), 4),
-            }
+            row = _chunk_row(key, v, chunks, per_doc, dataset)
             cov = _coverage(dataset.queries, chunks, rnode, [ks[0]], cache)
             row["all_relevant_in_top_k"] = cov.get(ks[0])
             row["top_k"] = ks[0]
             if prev is not None:
                 pv, pdoc = prev
-                same_docs = sum(1 for d in doc_ids_of(dataset.documents) if per_doc.get(d, set()) == pdoc.get(d, set()))
-                a = {(d, s) for d, ss in per_doc.items() for s in ss}
-                b = {(d, s) for d, ss in pdoc.items() for s in ss}
                 row["vs"] = pv
-                row["same_chunks_documents"] = round(same_docs / max(n_docs, 1), 4)
-                row["same_chunks_share"] = round(len(a & b) / max(len(a | b), 1), 4)
+                row.update(_sameness(per_doc, pdoc, dataset))
                 if row["same_chunks_documents"] >= NEAR:
                     out["warnings"].append(
                         f"{label} {_fmt(v)}: the same chunks as {_fmt(pv)} for {row['same_chunks_documents']:.0%} of documents "
@@ -217,6 +220,64 @@ def analyse(config: DictConfig, points: dict[str, list[Any]] | None = None, data
             out["points"].append(row)
             prev = (v, per_doc)
     return out
+
+
+def _chunk_row(key: str, value: Any, chunks: Any, per_doc: dict[str, set[tuple[int, int]]], dataset: Any) -> dict[str, Any]:
+    n_docs = len(dataset.documents)
+    counts = [len(per_doc.get(d, ())) for d in doc_ids_of(dataset.documents)]
+    return {"param": key, "value": value, "chunks": len(chunks),
+            "chunks_per_document_mean": round(len(chunks) / max(n_docs, 1), 3),
+            "chunks_per_document_median": statistics.median(counts) if counts else 0,
+            "documents_in_one_chunk": round(sum(1 for c in counts if c <= 1) / max(n_docs, 1), 4)}
+
+
+def _sameness(per_doc: dict[str, set[tuple[int, int]]], other: dict[str, set[tuple[int, int]]], dataset: Any) -> dict[str, float]:
+    """Share of documents whose chunks (same characters) are identical, and of identical chunks."""
+    ids = list(doc_ids_of(dataset.documents))
+    same_docs = sum(1 for d in ids if per_doc.get(d, set()) == other.get(d, set()))
+    a = {(d, s) for d, ss in per_doc.items() for s in ss}
+    b = {(d, s) for d, ss in other.items() for s in ss}
+    return {"same_chunks_documents": round(same_docs / max(len(ids), 1), 4),
+            "same_chunks_share": round(len(a & b) / max(len(a | b), 1), 4)}
+
+
+def _strategy_node(config: DictConfig, name: str) -> Any:
+    """The chunker config of strategy ``name`` (``conf/chunker/NAME.yaml``) at the base size; the
+    configured chunker itself when it is that strategy (its own overrides kept)."""
+    from pathlib import Path
+
+    import ragsweep.conf
+
+    path = Path(ragsweep.conf.__file__).parent / "chunker" / f"{name}.yaml"
+    if not path.is_file():
+        raise ValueError(f"chunker={name}: no conf/chunker/{name}.yaml")
+    node = OmegaConf.load(path)
+    if node.get("_target_") == config.chunker.get("_target_"):
+        return config.chunker
+    if config.chunker.get("size") is not None:
+        node.size = config.chunker.get("size")
+    return node
+
+
+def _strategies(out: dict[str, Any], names: list[str], chunks_of: Any, dataset: Any, rnode: Any, ks: list[int],
+                cache: Any) -> None:
+    """Rows for the swept strategies, and a warning for each pair that chunks alike."""
+    per: dict[str, dict[str, set[tuple[int, int]]]] = {}
+    for name in names:
+        chunks = chunks_of(name)
+        per[name] = _by_doc(chunks)
+        row = _chunk_row("chunker", name, chunks, per[name], dataset)
+        row["all_relevant_in_top_k"] = _coverage(dataset.queries, chunks, rnode, [ks[0]], cache).get(ks[0])
+        row["top_k"] = ks[0]
+        row["same_as"] = {}
+        for other in names[: names.index(name)]:
+            same = _sameness(per[name], per[other], dataset)
+            row["same_as"][other] = same
+            if same["same_chunks_documents"] >= NEAR:
+                out["warnings"].append(
+                    f"chunker {other} and {name} give the same chunks for {same['same_chunks_documents']:.0%} of "
+                    f"documents ({same['same_chunks_share']:.0%} of all chunks identical): near-identical systems")
+        out["points"].append(row)
 
 
 # -- rendering -------------------------------------------------------------------------------
@@ -237,6 +298,8 @@ def markdown(result: dict[str, Any]) -> str:
                          f"{_pct(r['all_relevant_in_top_k'])} at k={r['value']} |")
             continue
         same = f"{_pct(r['same_chunks_documents'])}, {_pct(r['same_chunks_share'])} (vs {_fmt(r['vs'])})" if "vs" in r else ""
+        same = same or "; ".join(f"{_pct(v['same_chunks_documents'])}, {_pct(v['same_chunks_share'])} (vs {o})"
+                                 for o, v in (r.get("same_as") or {}).items())
         lines.append(f"| {name} | {r['chunks']} | {r['chunks_per_document_mean']:g}, {_fmt(r['chunks_per_document_median'])} | "
                      f"{_pct(r['documents_in_one_chunk'])} | {same} | {_pct(r['all_relevant_in_top_k'])} at k={r['top_k']} |")
     lines.append("")
@@ -265,6 +328,8 @@ def report_lines(result: dict[str, Any] | str | None) -> list[str]:
             out.append(f"  {name}: all relevant spans in the top {r['value']} for {_pct(r.get('all_relevant_in_top_k'))} of questions{extra}")
             continue
         same = f"; same chunks as {_fmt(r['vs'])} for {_pct(r['same_chunks_documents'])} of documents" if "vs" in r else ""
+        same += "".join(f"; same chunks as {o} for {_pct(v['same_chunks_documents'])} of documents"
+                        for o, v in (r.get("same_as") or {}).items())
         out.append(f"  {name}: {r['chunks']} chunks, {r['chunks_per_document_mean']:g} per document, "
                    f"{_pct(r['documents_in_one_chunk'])} of documents in one chunk{same}; "
                    f"all relevant spans in the top {r['top_k']} for {_pct(r.get('all_relevant_in_top_k'))} of questions")
@@ -313,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg = compose("config", overrides=overrides, return_hydra_config=True)
     points = sweep_points(cfg)
     if not points:
-        print("nothing to analyse: no chunker.size, chunker.overlap or retriever.top_k is swept")
+        print("nothing to analyse: no chunker, chunker.size, chunker.overlap or retriever.top_k is swept")
         return 1
     from ragsweep.store.cache import Cache
 

@@ -1,7 +1,8 @@
 """Chunks stored columnar: one Arrow IPC file per (corpus fingerprint, chunker config).
 
 The chunker writes a record batch per batch of documents as it goes (columns ``chunk_id``,
-``doc_id``, ``start``, ``end``, ``text``), into a file under the cache's ``blobs/chunks/`` that
+``doc_id``, ``start``, ``end``, ``text``, and ``heading`` only for a chunker that prepends heading
+paths: a file without it reads as chunks with no heading), into a file under the cache's ``blobs/chunks/`` that
 is renamed into place only when complete; the SQLite cache keeps only the small record that names
 the file (stage ``"chunks"``). Reading opens the file memory-mapped (Arrow IPC, uncompressed: the
 columns are the file's own pages, nothing is decoded), so a warm run reads chunk text straight
@@ -36,6 +37,7 @@ class ChunkTable(Sequence[Chunk]):
         self.path = Path(path)
         self.fingerprint = fingerprint
         self._table = pa.ipc.open_file(pa.memory_map(str(self.path), "r")).read_all()
+        self._ncols = self._table.num_columns  # 5, or 6 with the heading column
         self._batches = self._table.to_batches()
         self._starts = [0]
         for b in self._batches:
@@ -54,11 +56,11 @@ class ChunkTable(Sequence[Chunk]):
             raise IndexError(f"chunk index {i} out of range ({len(self)} chunks)")
         k = bisect.bisect_right(self._starts, i) - 1
         b, r = self._batches[k], i - self._starts[k]
-        return Chunk(*(b.column(j)[r].as_py() for j in range(5)))
+        return Chunk(*(b.column(j)[r].as_py() for j in range(self._ncols)))
 
     def __iter__(self) -> Iterator[Chunk]:
         for b in self._batches:
-            yield from map(Chunk, *(b.column(j).to_pylist() for j in range(5)))
+            yield from map(Chunk, *(b.column(j).to_pylist() for j in range(self._ncols)))
 
     def of_docs(self, doc_ids: Iterable[str]) -> list[tuple[int, Chunk]]:
         """``(row, chunk)`` of every chunk of these documents, in order: only the ``doc_id``
@@ -83,6 +85,19 @@ class ChunkTable(Sequence[Chunk]):
             for i in range(reader.num_record_batches):
                 yield reader.get_batch(i).column(4).to_pylist()
 
+    def iter_search_texts(self) -> Iterator[list[str]]:
+        """What a retriever indexes (:attr:`Chunk.search_text`), as :meth:`iter_texts` reads it."""
+        if self._ncols < 6:
+            yield from self.iter_texts()
+            return
+        import pyarrow as pa
+
+        with pa.OSFile(str(self.path), "rb") as f:
+            reader = pa.ipc.open_file(f)
+            for i in range(reader.num_record_batches):
+                b = reader.get_batch(i)
+                yield [f"{h}\n{t}" if h else t for t, h in zip(b.column(4).to_pylist(), b.column(5).to_pylist())]
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Sequence) or isinstance(other, str):
             return NotImplemented
@@ -97,37 +112,39 @@ class ChunkTable(Sequence[Chunk]):
         return f"ChunkTable({len(self)} chunks, {self.path})"
 
 
-def schema() -> Any:
+def schema(heading: bool = False) -> Any:
     import pyarrow as pa
 
-    return pa.schema([("chunk_id", pa.string()), ("doc_id", pa.string()), ("start", pa.int64()),
-                      ("end", pa.int64()), ("text", pa.large_string())])
+    cols = [("chunk_id", pa.string()), ("doc_id", pa.string()), ("start", pa.int64()), ("end", pa.int64()),
+            ("text", pa.large_string())]
+    return pa.schema(cols + ([("heading", pa.string())] if heading else []))
 
 
-def to_batch(chunks: list[Chunk]) -> Any:
+def to_batch(chunks: list[Chunk], heading: bool = False) -> Any:
     import pyarrow as pa
 
-    return pa.record_batch(
-        [pa.array([c.chunk_id for c in chunks], pa.string()), pa.array([c.doc_id for c in chunks], pa.string()),
-         pa.array([c.start for c in chunks], pa.int64()), pa.array([c.end for c in chunks], pa.int64()),
-         pa.array([c.text for c in chunks], pa.large_string())],
-        schema=schema(),
-    )
+    cols = [pa.array([c.chunk_id for c in chunks], pa.string()), pa.array([c.doc_id for c in chunks], pa.string()),
+            pa.array([c.start for c in chunks], pa.int64()), pa.array([c.end for c in chunks], pa.int64()),
+            pa.array([c.text for c in chunks], pa.large_string())]
+    if heading:
+        cols.append(pa.array([c.heading for c in chunks], pa.string()))
+    return pa.record_batch(cols, schema=schema(heading))
 
 
-def write(path: Path, batches: Iterable[list[Chunk]], keep: list[Chunk] | None = None) -> int:
+def write(path: Path, batches: Iterable[list[Chunk]], keep: list[Chunk] | None = None, heading: bool = False) -> int:
     """Write every batch of chunks to ``path`` (atomically: a temporary name renamed into place);
-    the chunks are also appended to ``keep`` when given. Returns the number of chunks."""
+    the chunks are also appended to ``keep`` when given. ``heading``: keep each chunk's heading
+    path (a sixth column). Returns the number of chunks."""
     import pyarrow as pa
 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".tmp-{path.name}-{uuid.uuid4().hex}"
     n = 0
     try:
-        with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, schema()) as writer:
+        with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, schema(heading)) as writer:
             for part in batches:
                 if part:
-                    writer.write_batch(to_batch(part))
+                    writer.write_batch(to_batch(part, heading))
                     n += len(part)
                     if keep is not None:
                         keep.extend(part)
@@ -156,8 +173,5 @@ def iter_columns(path: Path) -> Iterator[tuple[list, list, list, list, list]]:
 
 
 def read(path: Path) -> list[Chunk]:
-    """Every chunk of the file, in order."""
-    out: list[Chunk] = []
-    for ids, docs, starts, ends, texts in iter_columns(path):
-        out.extend(map(Chunk, ids, docs, starts, ends, texts))
-    return out
+    """Every chunk of the file, in order (with its heading path where the file keeps one)."""
+    return list(ChunkTable(path))

@@ -93,7 +93,7 @@ def _trim(text: str, s: int, e: int) -> tuple[int, int]:
 
 
 def _config_from(schema: type, kwargs: dict, prefix: str) -> Any:
-    from ragsweep.rag.retriever.base import build_config
+    from ragsweep.errors import build_config
 
     return build_config(schema, kwargs, prefix)
 

@@ -151,7 +151,7 @@ def validate(group: str, spec: Any) -> None:
     """Check a spec before any work starts: its class imports, its options fit its ``Config``."""
     spec = _as_spec(group, spec)
     if isinstance(spec, dict):
-        from ragsweep.rag.retriever.base import build_config
+        from ragsweep.errors import build_config
 
         schema = getattr(_target_class(spec, f"evaluator.{group}"), "Config", None)
         if schema is not None:
@@ -167,7 +167,7 @@ class JudgeComponent:
     config_prefix: str
 
     def __init__(self, judge: Any = None, **kwargs: Any) -> None:
-        from ragsweep.rag.retriever.base import build_config
+        from ragsweep.errors import build_config
 
         self.config = build_config(self.Config, kwargs, self.config_prefix)
         self.judge = judge

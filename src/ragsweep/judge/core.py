@@ -100,7 +100,7 @@ class Evaluator:
             if judge is not None and not isinstance(judge, Judge):
                 if not isinstance(judge, Mapping):
                     raise ValueError(f"evaluator.judge must be a mapping or null, got {judge!r}")
-                from ragsweep.rag.retriever.base import build_config
+                from ragsweep.errors import build_config
 
                 build_config(Judge.Config, dict(judge), "evaluator.judge")
             needs = [
@@ -114,7 +114,7 @@ class Evaluator:
                 raise ValueError(f"evaluator.judge must be set for {', '.join(needs)} (a server and model for the judge)")
 
     def __init__(self, **kwargs: Any) -> None:
-        from ragsweep.rag.retriever.base import build_config
+        from ragsweep.errors import build_config
 
         self.config = build_config(self.Config, kwargs, "evaluator")
 

@@ -144,7 +144,7 @@ class Judge:
                 raise _bad("structured_output", "must be true or false", self.structured_output)
 
     def __init__(self, **kwargs: Any) -> None:
-        from ragsweep.rag.retriever.base import build_config
+        from ragsweep.errors import build_config
 
         self.config = build_config(self.Config, kwargs, "evaluator.judge")
         self._server: Any = None

@@ -99,7 +99,7 @@ class NLIChecker:
     name = "nli"
 
     def __init__(self, **kwargs: Any) -> None:
-        from ragsweep.rag.retriever.base import build_config
+        from ragsweep.errors import build_config
 
         self.config = build_config(self.Config, kwargs, "evaluator.checker")
         self._model: Any = None

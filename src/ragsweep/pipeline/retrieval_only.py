@@ -57,12 +57,12 @@ def applicable(name: str, family: str) -> bool:
 
 def run_name(cfg: Any) -> str:
     """``bm25-k5-c300o0.2-retrieval_only`` (the prompt and the generator play no part)."""
-    from ragsweep.tracking.identity import component_name
+    from ragsweep.tracking.identity import chunk_label, component_name
 
     r, c = cfg.retriever, cfg.chunker
     rr = component_name(cfg.reranker) if cfg.get("reranker") is not None else None
     rerank = f"+{rr}" if rr and rr != "none" else ""
-    return f"{component_name(r)}{rerank}-k{r.top_k}-c{c.size}o{c.overlap}-{MODE}"
+    return f"{component_name(r)}{rerank}-k{r.top_k}-{chunk_label(c)}-{MODE}"
 
 
 def no_outputs(n: int) -> list[Any]:

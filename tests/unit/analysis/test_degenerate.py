@@ -100,3 +100,21 @@ def test_check_sweep_logs_to_the_parent_and_never_raises(tmp_path, caplog, monke
     assert "could not work out what the swept points change" in caplog.text
     assert degenerate.report_lines(res) == ["corpus figures: not computed (RuntimeError: no tokenizer)"]
     assert degenerate.check_sweep(_cfg("+experiment=ragchecker_prompt"), _Tracker()) is None
+
+
+def test_strategy_points_compare_every_pair_of_strategies():
+    assert degenerate.sweep_points(_cfg("+experiment=chunking_strategies"))["chunker"] == [
+        "tokens", "recursive", "sentences", "markdown", "semantic"]
+    data = _dataset()
+    data.documents.append(Document("guide", "# Setup\n\nInstall it.\n\n# Use\n\nRun it with a dataset."))
+    cfg = _cfg("retriever.top_k=2", "chunker.size=150")
+    res = degenerate.analyse(cfg, {"chunker": ["tokens", "recursive", "markdown"]}, dataset=data)
+    rows = {r["value"]: r for r in res["points"]}
+    assert list(rows) == ["tokens", "recursive", "markdown"]  # in the sweep's order
+    assert rows["recursive"]["chunks"] > 0 and set(rows["markdown"]["same_as"]) == {"tokens", "recursive"}
+    # only the Markdown page has headings: markdown chunks like recursive for 10 of 11 documents
+    assert rows["markdown"]["same_as"]["recursive"]["same_chunks_documents"] == round(10 / 11, 4)
+    assert rows["recursive"]["same_as"]["tokens"]["same_chunks_documents"] < 1
+    assert any(w.startswith("chunker recursive and markdown give the same chunks for 91% of documents")
+               for w in res["warnings"])
+    assert "chunker markdown:" in "\n".join(degenerate.report_lines(res)) and "| chunker markdown |" in degenerate.markdown(res)

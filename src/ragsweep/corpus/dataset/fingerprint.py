@@ -1,4 +1,5 @@
-"""The identity of a corpus: a sha256 over every document's id and text, in order.
+"""The identity of a corpus: a sha256 over every document's id and text, in order, and, for a
+parsed file, its layout (where its pages and headings are: the markdown chunker splits at them).
 
 Hashing a large corpus takes seconds, so a loader that reads files remembers the fingerprint of
 what it built against each source file's ``(path, size, mtime, inode)`` and its own config
@@ -35,7 +36,11 @@ class Hasher:
         self._h = hashlib.sha256(VERSION.encode() + b"\n")
 
     def add(self, d: Document) -> None:
-        for part in (d.doc_id.encode("utf-8"), d.text.encode("utf-8", "surrogatepass")):
+        parts = [d.doc_id.encode("utf-8"), d.text.encode("utf-8", "surrogatepass")]
+        if d.pages or d.headings:  # a plain-text document hashes as it always did
+            layout = [list(d.pages), [[h.start, h.end, h.level, h.title] for h in d.headings]]
+            parts.append(json.dumps(layout, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+        for part in parts:
             self._h.update(len(part).to_bytes(8, "little"))
             self._h.update(part)
 

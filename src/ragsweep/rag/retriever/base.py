@@ -42,10 +42,11 @@ def check_stopwords(stopwords: str | None) -> None:
 
 
 def chunks_fingerprint(chunks: Sequence[Chunk]) -> str:
-    """sha256 over every chunk's (chunk_id, doc_id, start, end, text), in order."""
+    """sha256 over every chunk's (chunk_id, doc_id, start, end, text[, heading]), in order."""
     h = hashlib.sha256()
     for c in chunks:
-        h.update(json.dumps([c.chunk_id, c.doc_id, c.start, c.end, c.text], ensure_ascii=False).encode("utf-8"))
+        row = [c.chunk_id, c.doc_id, c.start, c.end, c.text] + ([c.heading] if getattr(c, "heading", "") else [])
+        h.update(json.dumps(row, ensure_ascii=False).encode("utf-8"))
         h.update(b"\n")
     return h.hexdigest()
 

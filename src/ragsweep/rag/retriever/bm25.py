@@ -146,11 +146,11 @@ class BM25Retriever(Retriever):
         persisted = cache is not None and getattr(cache, "enabled", True)
         if self.config.backend == "rank_bm25":
             if not persisted:
-                self._model = self._build_rank_bm25([self._tok(c.text) for c in chunks])
+                self._model = self._build_rank_bm25([self._tok(c.search_text) for c in chunks])
                 return
 
             def writer(tmp: Path) -> None:
-                self._save(self._build_rank_bm25([self._tok(c.text) for c in chunks]), tmp)
+                self._save(self._build_rank_bm25([self._tok(c.search_text) for c in chunks]), tmp)
         else:
             if not persisted:
                 self._model = sparse_build.in_scratch(lambda d: self._write_bm25s(chunks, d),

@@ -173,7 +173,7 @@ class DenseRetriever(Retriever):
     def _build(self, chunks: list[Chunk], cache: Any) -> None:
         self._n = len(chunks)
         prefix = self.config.document_prefix
-        raw = self.embed_corpus([prefix + c.text for c in chunks], cache)
+        raw = self.embed_corpus([prefix + c.search_text for c in chunks], cache)
         faiss_index.check_fits(self.config.index, raw.shape[0], raw.shape[1], self.config.hnsw_m)
         index = faiss_index.make(self.config.index, raw.shape[1], self.config.hnsw_m)
         # the GPU index on device cuda with faiss-gpu (flat only); which one it is is logged at WARNING, once

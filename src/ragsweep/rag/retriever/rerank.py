@@ -84,7 +84,7 @@ class Reranker:
             if not hits:
                 out[q.query_id] = []
                 continue
-            scores = np.asarray(self._scores(q.query, [h.chunk.text for h in hits], cache), dtype=np.float64)
+            scores = np.asarray(self._scores(q.query, [h.chunk.search_text for h in hits], cache), dtype=np.float64)
             order = np.lexsort((np.arange(len(hits)), -np.round(scores, SCORE_DECIMALS)))[:k]
             out[q.query_id] = [Hit(chunk=hits[i].chunk, score=float(scores[i]), rank=r + 1) for r, i in enumerate(order)]
             self.stats["queries"] += 1
@@ -144,7 +144,7 @@ class EmbeddingReranker(Reranker):
 
     def rerank(self, queries: Sequence[Query], results: dict[str, list[Hit]], k: int, cache: Any = None) -> dict[str, list[Hit]]:
         # every text of every query embedded in one batch (and one cache read), not query by query
-        texts = [q.query for q in queries] + [h.chunk.text for q in queries for h in results[q.query_id][: self.depth]]
+        texts = [q.query for q in queries] + [h.chunk.search_text for q in queries for h in results[q.query_id][: self.depth]]
         self._vecs = self._embed(list(dict.fromkeys(texts)), cache)
         try:
             return super().rerank(queries, results, k, cache)
@@ -232,3 +232,60 @@ class CrossEncoderReranker(Reranker):
 
         found = fetch(cache, "rerank", keys, compute)
         return np.array([found[t] for t in texts])
+
+
+@dataclass
+class TokenBudgetConfig(RerankerConfig):
+    #: the most tokens (of ``tokenizer``: MiniLM's, as chunker.size) the kept chunks hold together
+    tokens: int = 1500
+    tokenizer: str = "minilm"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if isinstance(self.tokens, bool) or not isinstance(self.tokens, int) or self.tokens < 1:
+            raise ValueError(f"reranker.tokens ({self.tokens!r}) must be a whole number of tokens >= 1, e.g. 1500")
+
+
+class TokenBudgetReranker(Reranker):
+    """``reranker=token_budget``: no new scores; the retriever's best hits, in its order, while
+    their texts hold at most ``tokens`` tokens together (the first hit always), then at most k.
+
+    Systems whose chunks differ in length (chunking strategies, chunk sizes) then read the same
+    number of retrieved tokens: the comparison at equal chunk budget."""
+
+    name = "token_budget"
+    Config = TokenBudgetConfig
+    result_neutral_fields = ("depth",)
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._tokens: dict[str, int] = {}
+        self.stats.update({"hits_kept": 0, "tokens_kept": 0})
+
+    def count(self, texts: Sequence[str]) -> list[int]:
+        """Tokens of each text (memoised by text)."""
+        todo = [t for t in dict.fromkeys(texts) if t not in self._tokens]
+        if todo:
+            from ragsweep.corpus.chunker import _backend, tokenizer_parallelism
+
+            with tokenizer_parallelism():
+                encs = _backend(self.config.tokenizer).encode_batch(todo, add_special_tokens=False)
+            self._tokens.update((t, len(e.ids)) for t, e in zip(todo, encs))
+        return [self._tokens[t] for t in texts]
+
+    def rerank(self, queries: Sequence[Query], results: dict[str, list[Hit]], k: int, cache: Any = None) -> dict[str, list[Hit]]:
+        self.count([h.chunk.text for q in queries for h in results[q.query_id][: self.depth]])
+        out: dict[str, list[Hit]] = {}
+        for q in queries:
+            kept, total = [], 0
+            for h in results[q.query_id][: min(self.depth, k)]:
+                n = self._tokens[h.chunk.text]
+                if kept and total + n > self.config.tokens:
+                    break
+                kept.append(h)
+                total += n
+            out[q.query_id] = kept
+            self.stats["queries"] += 1
+            self.stats["hits_kept"] += len(kept)
+            self.stats["tokens_kept"] += total
+        return out

@@ -39,12 +39,12 @@ Transform = Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.
 def text_batches(chunks: Sequence[Any], batch: int | None = None) -> Iterator[list[str]]:
     """The chunks' texts, a batch at a time, in order. A chunk file (``ChunkTable``) is read a
     record batch at a time with plain reads, so its pages do not stay mapped in this process."""
-    if hasattr(chunks, "iter_texts"):
-        yield from chunks.iter_texts()
+    if hasattr(chunks, "iter_search_texts"):
+        yield from chunks.iter_search_texts()
         return
     batch = batch or TEXT_BATCH
     for s in range(0, len(chunks), batch):
-        yield [c.text for c in chunks[s : s + batch]]
+        yield [c.search_text for c in chunks[s : s + batch]]
 
 
 class SpillMatrix:

@@ -84,3 +84,17 @@ def test_ragchecker_file_contexts_become_the_corpus():
     ds = RagcheckerDataset(path=str(FIXTURES / "ragchecker" / "examples_checking_inputs.json")).load()
     assert len(ds.queries) == 2 and all(q.gt_answer for q in ds.queries)
     assert len(ds.documents) >= 4
+
+
+def test_a_parsed_files_layout_is_part_of_the_corpus_fingerprint():
+    """The markdown chunker splits at a parsed file's headings: new headings over the same text
+    are a new corpus (a new chunk cache key), while a plain-text corpus hashes as before."""
+    from ragsweep.corpus.dataset.fingerprint import hash_documents
+    from ragsweep.types import Document, Heading
+
+    plain = Document("a.md", "Intro\nBody text.")
+    assert hash_documents([plain]) == hash_documents([Document("a.md", "Intro\nBody text.", pages=(), headings=())])
+    one = Document("a.md", plain.text, headings=(Heading(0, 5, 1, "Intro"),))
+    two = Document("a.md", plain.text, headings=(Heading(0, 5, 2, "Intro"),))
+    paged = Document("a.md", plain.text, pages=(0, 6))
+    assert len({hash_documents([d]) for d in (plain, one, two, paged)}) == 4
