@@ -256,7 +256,7 @@ def test_vllm_command_line(monkeypatch):
     assert VLLMServer(model="m", executable="/opt/vllm/bin/vllm").command(1)[:2] == ["/opt/vllm/bin/vllm", "serve"]
 
 
-# -- 4: faiss-cpu and faiss-gpu-cu12 ----------------------------------------------------------------
+# -- 4: faiss-cpu and faiss-gpu ---------------------------------------------------------------------
 def test_no_extra_installs_faiss_gpu_beside_faiss_cpu():
     import tomllib
 
@@ -291,6 +291,46 @@ def test_dense_on_cuda_says_once_at_warning_which_index_it_uses(caplog, tmp_path
     assert "retriever.device=cuda" in msg and "IndexFlatIP on the CPU" in msg  # faiss-cpu here
     assert "pip uninstall -y faiss-cpu" in msg
     assert r._index.ntotal == 5
+
+
+DENSE_ON_CUDA = textwrap.dedent("""
+    import logging, sys
+    import numpy as np
+    from ragsweep.retriever.dense import DenseRetriever
+    from ragsweep.types import Chunk, Query
+
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(message)s")
+    rng = np.random.default_rng(0)
+    chunks = [Chunk(chunk_id=f"d{i}:0", doc_id=f"d{i}", text=f"text {i}", start=0, end=6) for i in range(5)]
+    r = DenseRetriever(model="minilm", device="cuda")
+    r.embed = lambda texts, cache, desc="", **kw: rng.standard_normal((len(texts), 8)).astype(np.float32)
+    r._build(chunks, None)
+    hits = r._search(["text 1"], 2, None)
+    print(type(r._index).__name__, len(hits[0][0]), flush=True)
+""")
+
+
+def test_a_faiss_gpu_build_without_code_for_the_gpu_falls_back_to_the_cpu(monkeypatch):
+    """A faiss GPU wheel whose kernels were not compiled for this GPU (faiss-gpu-cu12 on an H100)
+    abort()s the process at its first search. The run must keep the index on the CPU and say why
+    once, not die by SIGABRT."""
+    from support.gpus import FAKE_FAISS_GPU, prepend_path
+
+    prepend_path(monkeypatch, FAKE_FAISS_GPU)
+    monkeypatch.setenv("FAKE_FAISS_DEVICE_CC", "9.0")
+    monkeypatch.setenv("FAKE_FAISS_ARCHS", "7.0,8.0")
+    proc = subprocess.run([sys.executable, "-c", DENSE_ON_CUDA], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"rc={proc.returncode}: {proc.stderr[-3000:]}"
+    assert proc.stdout.split() == ["IndexFlatIP", "2"]
+    said = [line for line in proc.stderr.splitlines() if "dense index" in line]
+    assert len(said) == 1 and said[0].startswith("WARNING retriever.device=cuda: the dense index is IndexFlatIP on the CPU")
+    assert "killed by SIGABRT" in said[0] and "no kernel image is available" in said[0]
+    assert "pip install 'faiss-gpu>=1.15.1,<1.16'" in said[0]
+    # the same fake on a GPU its code covers: the index moves to the GPU
+    monkeypatch.setenv("FAKE_FAISS_DEVICE_CC", "8.6")
+    proc = subprocess.run([sys.executable, "-c", DENSE_ON_CUDA], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.split() == ["GpuIndexFlatIP", "2"], proc.stderr[-3000:]
+    assert "is GpuIndexFlatIP on GPU 0" in proc.stderr
 
 
 # -- 5: generator.stop, against the real llama.cpp server --------------------------------------------

@@ -1,0 +1,1 @@
+"""Retrieval-augmented generation: retrievers, rerankers, prompts, generators and their servers."""

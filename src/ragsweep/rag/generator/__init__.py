@@ -1,0 +1,1 @@
+"""Generators: the OpenAI-compatible client and the model servers."""

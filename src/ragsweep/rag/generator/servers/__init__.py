@@ -1,0 +1,1 @@
+"""What serves the OpenAI-compatible API."""
