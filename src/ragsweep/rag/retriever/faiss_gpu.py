@@ -90,8 +90,7 @@ def build_of(dists: dict[str, str]) -> tuple[str, str, Build] | None:
 
 
 def fix() -> str:
-    gpu = [d for d in installed() if d != "faiss-cpu"]
-    drop = " ".join(["faiss-cpu", *gpu]) if gpu else "faiss-cpu"
+    drop = " ".join(installed()) or "faiss-cpu"
     return f"pip uninstall -y {drop} && pip install '{RECOMMENDED}' (README, 'GPU: vLLM and faiss-gpu')"
 
 
