@@ -18,6 +18,7 @@ from ragsweep.dataset.doctable import titles_of  # the retrieved chunks' titles,
 from ragsweep import ledger, retrieval_only, signals
 from ragsweep.errors import FailureRateExceeded
 from ragsweep.metrics import registry
+from ragsweep.rag import devices
 from ragsweep.scoring import score_run
 from ragsweep.summary import RunResult, Stages, quiet
 from ragsweep.tracking import Tracker, finished_child, short_params, system_key, system_name
@@ -33,9 +34,7 @@ def share_judge_server(cfg: DictConfig, evaluator: Any, server: Any) -> bool:
 
     judge = cfg.evaluator.get("judge")
     spec = getattr(server, "spec", None)
-    if not spec or judge is None or not OmegaConf.is_dict(judge.get("server")):
-        return False
-    if server_spec(judge.server) != spec:
+    if not spec or judge is None or not OmegaConf.is_dict(judge.get("server")) or server_spec(judge.server) != spec:
         return False
     from ragsweep.evaluator.judge import Judge
 
@@ -124,6 +123,7 @@ def _run(cfg: DictConfig, top: Any, dataset: Any, timer: Stages, tracker: Tracke
         chunks = chunker.chunk(dataset.documents, cache=cache)
     metrics["data/chunks"] = len(chunks)
 
+    devices.plan(cfg)  # device=auto stays on the CPU beside a vLLM server of this run on the same GPU
     retriever = instantiate(cfg.retriever)
     with timer("index", total=len(chunks), unit="chunks") as bar:
         retriever.index(chunks, cache=cache, progress=bar)  # BM25 / dense encoding advance the bar

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from omegaconf import OmegaConf
 
 from support.processes import wait_gone
 from support import TESTS
@@ -189,6 +190,123 @@ def test_fake_vllm_refuses_like_vllm_when_memory_is_short(fake_vllm):
     fake_vllm.append(srv)
     with pytest.raises(ServerStartupError, match="less than desired GPU memory utilization"):
         srv.start()
+
+
+# -- issue 35: vLLM's root cause on screen, its start on the terminal, the GPU's free memory -------
+def test_a_failed_vllm_start_names_its_root_cause_and_fix_not_the_tail(fake_vllm):
+    """vLLM's error sits in its EngineCore's lines, ~40 lines above the log's tail (the API
+    server's traceback "See root cause above"): the error message names it and the fix."""
+    budget = Path(os.environ["FAKE_VLLM_GPU"])
+    budget.with_suffix(".claims.json").write_text(json.dumps({str(os.getpid()): {"gib": 60, "model": "other"}}))
+    srv = VLLMServer(model="fake/generator", startup_timeout_s=20)
+    fake_vllm.append(srv)
+    with pytest.raises(ServerStartupError) as err:
+        srv.start()
+    lines = str(err.value).splitlines()
+    assert lines[0].startswith("the vllm server (pid ") and "ended during startup" in lines[0]
+    assert lines[1].startswith("root cause (line ") and lines[1].endswith(
+        "ValueError: Free memory on device cuda:0 (20.00/80.00 GiB) on startup is less than desired GPU memory "
+        "utilization (0.9, 72.00 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.")
+    assert lines[2] == ("fix: the GPU has 20 of 80 GiB free, less than vLLM's share of it: free the GPU (what holds it "
+                        "is listed below), or lower generator.server.gpu_memory_utilization to at most 0.23")
+    shown_tail = str(err.value).split("last lines of its log:")[1]
+    assert "See root cause above" in shown_tail and "Free memory" not in shown_tail  # the tail alone says nothing
+
+
+def test_the_judges_server_is_named_by_its_own_config_keys(fake_vllm, compose_cfg, monkeypatch):
+    from ragsweep.evaluator.judge import Judge
+
+    judge_cfg = vllm_pair(compose_cfg).evaluator.judge
+    monkeypatch.setenv("FAKE_VLLM_FAIL", "kv_cache")
+    judge = Judge.from_spec(judge_cfg)
+    with pytest.raises(ServerStartupError) as err:
+        judge.start()
+    fake_vllm.append(judge.server)
+    assert "fix: the KV cache left beside the weights cannot hold one request of the model's full length (32768 " \
+           "tokens): set evaluator.judge.server.max_model_len=9824 or lower" in str(err.value)
+    # a start that takes longer than its timeout names the key to raise
+    monkeypatch.delenv("FAKE_VLLM_FAIL")
+    monkeypatch.setenv("FAKE_VLLM_LOAD_S", "30")
+    judge = Judge.from_spec(OmegaConf.merge(judge_cfg, {"server": {"startup_timeout_s": 1}}))
+    with pytest.raises(ServerStartupError, match=r"raise evaluator\.judge\.server\.startup_timeout_s if it is just slow"):
+        judge.start()
+    fake_vllm.append(judge.server)
+    srv = VLLMServer(model="fake/generator", startup_timeout_s=1)
+    fake_vllm.append(srv)
+    with pytest.raises(ServerStartupError, match=r"raise generator\.server\.startup_timeout_s if it is just slow"):
+        srv.start()
+
+
+def test_a_slow_vllm_start_shows_model_log_and_seconds_on_the_terminal(fake_vllm, monkeypatch, capfd):
+    monkeypatch.setenv("FAKE_VLLM_LOAD_S", "3.5")
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    srv = VLLMServer(model="fake/generator", startup_timeout_s=30)
+    fake_vllm.append(srv)
+    srv.start()
+    err = capfd.readouterr().err.splitlines()
+    status = [line for line in err if line.startswith("starting the vllm server for fake/generator: ")]
+    assert status and f"(log: {srv.log_path})" in status[0], err
+    assert any(line.startswith("the vllm server for fake/generator is up after ") for line in err), err
+
+
+def test_vllm_does_not_start_when_the_gpu_is_not_free_and_says_what_holds_it(fake_vllm, monkeypatch, tmp_path):
+    """The driver (a fake NVML) says 40 GiB of the 80 GiB H100 are held by another process:
+    a 0.9 share cannot fit; nothing starts, and the error names the process and the fix."""
+    from support.gpus import H100, use_fake_nvml
+
+    from ragsweep.rag.gpus import command_of
+
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)  # not ours
+    deadline = time.monotonic() + 10
+    while "sleep" not in command_of(holder.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        use_fake_nvml(monkeypatch, tmp_path, {**H100, "total_gib": 80, "processes": [{"pid": holder.pid, "used_gib": 40}]})
+        srv = VLLMServer(model="fake/generator", startup_timeout_s=20)
+        fake_vllm.append(srv)
+        with pytest.raises(GPUMemoryError) as err:
+            srv.start()
+        assert srv.pid is None  # refused before anything started
+        msg = str(err.value)
+        assert "the vLLM server for 'fake/generator' (generator.server.gpu_memory_utilization 0.9) cannot start" in msg
+        assert "GPU 0 (NVIDIA H100 80GB HBM3): 40.0 of 80.0 GiB free, 72.0 GiB asked (0.9 x 80.0)" in msg
+        assert f"pid {holder.pid} (python -c import time; time.sleep(60)) holds 40.0 GiB" in msg
+        assert "lower generator.server.gpu_memory_utilization to at most 0.48" in msg
+        # a share that fits starts
+        ok = VLLMServer(model="fake/generator", gpu_memory_utilization=0.45, startup_timeout_s=20)
+        fake_vllm.append(ok)
+        ok.start()
+        assert ok.running
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_device_auto_stays_on_the_cpu_beside_a_vllm_server_of_the_run(compose_cfg, monkeypatch, caplog):
+    import torch
+
+    from ragsweep.rag import devices
+    from ragsweep.retriever.dense import DenseRetriever
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    devices._said.clear()
+    try:
+        assert devices.plan(compose_cfg("generator=vllm")) is not None
+        with caplog.at_level(logging.WARNING, logger="ragsweep.rag.devices"):
+            assert DenseRetriever(model="minilm", device="auto").device == "cpu"
+            assert DenseRetriever(model="minilm", device="cuda").device == "cuda"  # asked for: kept
+        assert [r.getMessage() for r in caplog.records] == [
+            "retriever.device=auto runs on the CPU: the vLLM server of generator.server shares that GPU (its memory "
+            "would count against vLLM's share): set device=cuda (e.g. retriever.device=cuda) to put it there anyway, "
+            "beside a lower generator.server.gpu_memory_utilization"]
+        assert devices.plan(compose_cfg("evaluator=llm", "server@evaluator.judge.server=vllm")) is not None
+        # a vLLM server on another GPU, or none: auto follows torch
+        assert devices.plan(compose_cfg("generator=vllm", "+generator.server.env={CUDA_VISIBLE_DEVICES: '1'}")) is None
+        assert devices.plan(compose_cfg()) is None
+        assert DenseRetriever(model="minilm", device="auto").device == "cuda"
+    finally:
+        devices._beside = None
 
 
 # -- 3: a vLLM left by a killed sweep ----------------------------------------------------------------
