@@ -385,6 +385,29 @@ def test_no_extra_installs_faiss_gpu_beside_faiss_cpu():
     assert project["optional-dependencies"]["vllm"] == ["vllm>=0.27.1,<0.33"]
 
 
+def test_the_readme_installs_what_runs_on_ampere_hopper_and_blackwell():
+    """The README's GPU install is the faiss wheel ragsweep recommends (faiss-gpu-cu12 has no code
+    for Hopper or Blackwell), says vLLM 0.32 needs Python 3.11 and what the cu128 torch rules out,
+    and its vLLM range is the extra's (which the doctor reads)."""
+    import tomllib
+
+    from ragsweep import doctor
+    from ragsweep.rag.retriever import faiss_gpu
+
+    readme = (TESTS.parent / "README.md").read_text()
+    gpu = readme[readme.index("## GPU: vLLM and faiss-gpu"):readme.index("## Compare systems question by question")]
+    at = gpu.index("**Install**")
+    install = gpu[at:gpu.index("ragsweep-doctor --gpu", at)]
+    assert f"pip install '{faiss_gpu.RECOMMENDED}'" in install and "faiss-gpu-cu12" not in install
+    assert "Python 3.11 or\nnewer for vLLM 0.32" in gpu and "**means no vLLM**" in gpu
+    assert "`numba==0.65.0`" in gpu and "`transformers>=5.16.1,<5.20`" in gpu and "HF_TOKEN" in gpu and "tmux" in gpu
+    for generation in ("Ampere", "Hopper", "Blackwell"):
+        row = next(line for line in gpu.splitlines() if line.startswith(f"| {generation}"))
+        assert "faiss-gpu 1.15.1" in row, row
+    extra = tomllib.loads((TESTS.parent / "pyproject.toml").read_text())["project"]["optional-dependencies"]["vllm"]
+    assert extra == [f"vllm{doctor.VLLM_RANGE}"] and f"vllm{doctor.VLLM_RANGE}" in gpu
+
+
 def test_dense_on_cuda_says_once_at_warning_which_index_it_uses(caplog, tmp_path):
     from ragsweep.retriever import faiss_index
     from ragsweep.retriever.dense import DenseRetriever
