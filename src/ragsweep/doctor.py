@@ -212,6 +212,9 @@ def check_gpu() -> list[Result]:
     if not hasattr(faiss, "StandardGpuResources"):
         out.append(Result(None, f"faiss ({dists}) has no GPU support: dense indexes search on the CPU; "
                                 f"for the GPU index: {faiss_gpu.fix()}"))
+    elif faiss.get_num_gpus() == 0:
+        out.append(Result(False, f"faiss ({dists}) has GPU support but sees no GPU (its CUDA runtime, or "
+                                 "CUDA_VISIBLE_DEVICES?)", "python -c 'import faiss; print(faiss.get_num_gpus())'"))
     else:
         for n in range(faiss.get_num_gpus()):
             bad = faiss_gpu.unusable(n)
