@@ -54,13 +54,14 @@ def raise_if_interrupted() -> None:
 
 def interrupt_in(exc: BaseException | None) -> KeyboardInterrupt | None:
     """The interrupt ``exc`` is, or carries: itself, one in its ``__cause__``/``__context__`` chain,
-    or one named in its message by a library that wrapped it (pydantic-core's SchemaError)."""
+    or one that pydantic-core wrapped into its own error (a ``SchemaError`` whose message ends in
+    "KeyboardInterrupt: signal 2"; only pydantic's errors are read so, not a server log's tail)."""
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
         if isinstance(exc, KeyboardInterrupt):
             return exc
-        said = str(exc).rstrip().splitlines()
+        said = str(exc).rstrip().splitlines() if type(exc).__module__.startswith("pydantic") else []
         if said and said[-1].strip().startswith("KeyboardInterrupt"):
             return KeyboardInterrupt(said[-1].strip().partition(":")[2].strip())
         exc = exc.__cause__ or exc.__context__
