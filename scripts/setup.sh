@@ -16,6 +16,7 @@ fi
 python -m pip install --upgrade pip
 # PyTorch, pinned (vLLM 0.27.1-0.32 take exactly 2.13.0). On Linux PyPI's 2.13.0 is the CUDA 13 build
 # (~2.4 GiB); RAGSWEEP_TORCH_INDEX=https://download.pytorch.org/whl/cpu installs the CPU wheel instead
+# (.../whl/cu128, the CUDA 12.8 build, works for dense retrieval but not with vLLM 0.32: libcudart.so.13)
 python -m pip install "torch==2.13.0" ${RAGSWEEP_TORCH_INDEX:+--index-url "$RAGSWEEP_TORCH_INDEX"}
 # llama.cpp for any x86-64 CPU with AVX2, keyed by its build flags, never a foreign cached wheel
 python scripts/build_llama_cpp.py

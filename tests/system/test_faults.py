@@ -543,7 +543,8 @@ def test_llamacpp_server_dying_mid_run_is_named_and_fails_the_run(tmp_path):
     # the interrupt must win at every moment of generation: a request in flight, between two
     # requests, while the client retries against the server the handler has just stopped
     # (SIGINT at 0.3 s and SIGTERM at 0 s, once here too, repeated what these three cover)
-    [("SIGINT", 0.0), ("SIGINT", 1.0), ("SIGTERM", 0.5)],
+    # (SIGHUP: the terminal closed, handled as SIGTERM; before, it killed ragsweep and left the server)
+    [("SIGINT", 0.0), ("SIGINT", 1.0), ("SIGTERM", 0.5), ("SIGHUP", 0.5)],
 )
 def test_signal_during_generation_stops_everything(tmp_path, sig, delay):
     import signal
@@ -557,7 +558,7 @@ def test_signal_during_generation_stops_everything(tmp_path, sig, delay):
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == {"SIGINT": 130, "SIGTERM": 143}[sig], err[-3000:]
+    assert proc.returncode == {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129}[sig], err[-3000:]
     assert "ragsweep: interrupted" in err and "Traceback" not in err, err[-3000:]
     assert wait_gone(entry["pid"], timeout=15), f"server pid {entry['pid']} left running"
     assert registered_servers(tmp_path / "state") == []

@@ -347,7 +347,7 @@ def run_child(mode: str, state: Path) -> tuple[subprocess.Popen, int]:
     return child, int(line)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])  # SIGHUP: the terminal closed
 def test_parent_signal_stops_server_and_keeps_exit_code(state, sig):
     child, server_pid = run_child("wait", state)
     try:
@@ -359,7 +359,7 @@ def test_parent_signal_stops_server_and_keeps_exit_code(state, sig):
             child.kill()
     # SIGTERM: death by the signal; SIGINT: KeyboardInterrupt, which Python also reports as the signal
     assert rc in (-sig, 128 + sig, 1)
-    if sig == signal.SIGTERM:
+    if sig in (signal.SIGTERM, signal.SIGHUP):
         assert rc == -sig
     assert wait_gone(server_pid, 5)
     assert not list((state / "servers").glob("*.json"))

@@ -185,6 +185,7 @@ class Judge:
                 from omegaconf import OmegaConf
 
                 self._server = instantiate(OmegaConf.create(dict(spec)), _convert_="all")
+                self._server.config_key = "evaluator.judge.server"  # named in its errors (a start's timeout)
             else:
                 self._server = spec
         return self._server

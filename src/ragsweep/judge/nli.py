@@ -122,10 +122,10 @@ class NLIChecker:
             return self._model
         cfg = self.config
         device = cfg.device
-        if device == "auto":
-            import torch
+        if device == "auto":  # cuda when torch sees a GPU, unless a vLLM server of the run shares it
+            from ragsweep.rag.devices import resolve
 
-            device = "cuda" if torch.cuda.is_available() else "cpu"
+            device = resolve(device, "evaluator.checker.device")
         try:
             from sentence_transformers import CrossEncoder
 

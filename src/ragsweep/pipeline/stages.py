@@ -52,6 +52,9 @@ class Job:
     def open(cls, cfg: DictConfig, top: Any, timer: Stages, tracker: Tracker, server: Any = None) -> "Job":
         """A job with its cache open; its own model server built and checked (a missing model file,
         executable or API key, a taken port fail here, before any work) unless a sweep shares one."""
+        from ragsweep.rag import devices
+
+        devices.plan(cfg)  # device=auto stays on the CPU beside a vLLM server of this run on the same GPU
         retro = retrieval_only.enabled(cfg)
         own = server is None and not retro
         if own:

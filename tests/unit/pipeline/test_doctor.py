@@ -101,3 +101,77 @@ def test_doctor_line_for_the_served_weight_format(tmp_path, monkeypatch):
     bad = doctor.check_model_format(str(tmp_path / "other"))[0]
     assert bad.ok is False and "converting SmolLM2-135M-Instruct.Q4_1.gguf to f16 failed" in bad.what
     assert "generator.server.model_format=source" in bad.line()
+
+
+# -- the GPU lines (issue 35, item 2), printed with a fake NVML (an H100), faiss and vLLM ------------
+def test_doctor_accepts_a_gpu_faiss_in_place_of_faiss_cpu(monkeypatch):
+    """After the README's GPU steps faiss-cpu is gone and faiss-gpu is there: no ✗ for it."""
+    import importlib.metadata as md
+
+    real = md.version
+
+    def version(name):
+        if name == "faiss-cpu":
+            raise md.PackageNotFoundError(name)
+        return "1.15.1" if name == "faiss-gpu" else real(name)
+
+    monkeypatch.setattr(md, "version", version)
+    results = doctor.check_python()
+    assert not [r for r in results if r.ok is False], [r.line() for r in results]
+    assert any(r.ok and r.what == "faiss: faiss-gpu 1.15.1" for r in results)
+    both = doctor.check_faiss({"faiss-cpu": "1.15.1", "faiss-gpu": "1.15.1"})[0]
+    assert both.ok is False and "installed together" in both.what and "pip uninstall -y faiss-cpu faiss-gpu" in both.fix
+
+
+@pytest.fixture
+def h100(monkeypatch, tmp_path):
+    """One H100 as NVML, torch (a CUDA 13 build that sees it) and faiss (a GPU build) report it."""
+    import faiss
+    import torch
+
+    from support.gpus import FAKE_FAISS_GPU, FAKE_VLLM, H100, prepend_path, use_fake_nvml
+
+    use_fake_nvml(monkeypatch, tmp_path, {**H100, "processes": [{"pid": 999999, "used_gib": 0.5}]})
+    prepend_path(monkeypatch, FAKE_FAISS_GPU, FAKE_VLLM)  # the test search and `import vllm` run in children
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    monkeypatch.setattr(torch, "__version__", "2.13.0")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(faiss, "StandardGpuResources", object, raising=False)
+    monkeypatch.setattr(faiss, "get_num_gpus", lambda: 1, raising=False)
+    from ragsweep.rag.retriever import faiss_gpu
+
+    faiss_gpu._probed.clear()
+    return faiss_gpu
+
+
+def gpu_lines(capsys) -> list[str]:
+    out = capsys.readouterr().out
+    return [line for line in out.splitlines() if not line.startswith(("✓ Python", "✓ ragsweep "))]
+
+
+def test_doctor_gpu_lines_on_an_h100_with_the_wrong_faiss_wheel(h100, monkeypatch, capsys):
+    monkeypatch.setattr(h100, "installed", lambda: {"faiss-gpu-cu12": "1.14.1"})
+    assert doctor.main(["--gpu"]) == 1
+    assert gpu_lines(capsys) == [
+        "✓ faiss: faiss-gpu-cu12 1.14.1",
+        "ℹ NVIDIA driver 580.82.07 (supports CUDA up to 13.0)",
+        "ℹ GPU 0: NVIDIA H100 80GB HBM3, 79.6 GiB (79.1 GiB free), compute capability 9.0",
+        "✓ torch 2.13.0 built for CUDA 13.0; it sees 1 GPU(s)",
+        "✗ faiss (faiss-gpu-cu12 1.14.1) cannot search on GPU 0: faiss-gpu-cu12 1.14.1 carries GPU code for "
+        "sm_70, sm_80, no PTX only, and GPU 0 (NVIDIA H100 80GB HBM3) has compute capability 9.0: its first search "
+        "would abort the process",
+        "    fix: pip uninstall -y faiss-gpu-cu12 && pip install 'faiss-gpu>=1.15.1,<1.16' (README, 'GPU: vLLM and faiss-gpu')",
+        "✓ vLLM 0.32.0 imports (ragsweep supports vllm<0.33,>=0.27.1)",
+        "",
+        "1 check(s) failed",
+    ]
+
+
+def test_doctor_gpu_lines_on_an_h100_with_faiss_gpu(h100, monkeypatch, capsys):
+    monkeypatch.setattr(h100, "installed", lambda: {"faiss-gpu": "1.15.1"})
+    monkeypatch.setenv("FAKE_FAISS_ARCHS", "7.0,7.5,8.0,8.6,8.9,9.0")  # what the real wheel carries
+    assert doctor.main(["--gpu"]) == 0
+    lines = gpu_lines(capsys)
+    assert "✓ faiss (faiss-gpu 1.15.1) can search on GPU 0 (a test search in a child process)" in lines
+    assert lines[-1] == "all checks passed"

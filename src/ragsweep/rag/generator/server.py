@@ -9,7 +9,7 @@ module: the names below stay, wherever their code moves.
 ``ManagedServer`` runs a command on loopback in its own process group, logs its output to
 ``log_path`` (kept after ``stop()``, for a run's artifacts), waits for ``GET /v1/models``, and
 stops the whole group on ``stop()``, on context-manager exit, at interpreter exit and on
-SIGINT/SIGTERM. Running servers are registered under ``<state_dir>/servers/<pid>.json``;
+SIGINT/SIGTERM/SIGHUP. Running servers are registered under ``<state_dir>/servers/<pid>.json``;
 ``find_orphans``/``stop_orphans`` deal with those whose owner died (SIGKILL, OOM). A server that
 dies is explained by ``death()`` (and a failed start by its ``ServerStartupError``): the signal by
 name or the exit status, the log's last lines, and for a llama.cpp crash (SIGILL/SIGSEGV/SIGBUS)

@@ -9,10 +9,36 @@ from typing import Any
 from urllib.parse import urlsplit
 
 
+_WARM = {"id": "warm", "object": "chat.completion", "created": 0, "model": "warm", "choices": [
+    {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop", "logprobs": None}],
+    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+_warmed = False
+
+
 def _openai():  # noqa: ANN202 - the openai package takes seconds to import: only when calling
     import openai
 
+    if not _warmed:
+        warm(openai)
     return openai
+
+
+def warm(openai: Any) -> None:
+    """One chat completion through the openai client against an in-memory transport, before any
+    real request: the client builds its pydantic models lazily (``DEFER_PYDANTIC_BUILD``) on the
+    first response, and an interrupt landing inside that build comes out of pydantic-core as a
+    ``SchemaError``. Built here, the requests that follow parse with ready models."""
+    global _warmed
+    import httpx
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json=_WARM)
+
+    with httpx.Client(transport=httpx.MockTransport(answer)) as http:
+        client = openai.OpenAI(base_url="http://warm.invalid/v1", api_key="warm", http_client=http, max_retries=0)
+        client.chat.completions.create(model="warm", messages=[{"role": "user", "content": "ok"}], max_tokens=1,
+                                       temperature=0.0, seed=0, stop=["x"], response_format={"type": "json_object"})
+    _warmed = True
 
 
 def _is_loopback(base_url: str) -> bool:

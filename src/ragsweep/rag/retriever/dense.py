@@ -35,12 +35,11 @@ log = logging.getLogger(__name__)
 _TIE_MARGIN = 16
 
 
-def resolve_device(device: str) -> str:
-    if device != "auto":
-        return device
-    import torch
+def resolve_device(device: str, what: str = "retriever.device") -> str:
+    """``auto``: cuda when torch sees a GPU, unless a vLLM server of the run shares it (``rag.devices``)."""
+    from ragsweep.rag import devices
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    return devices.resolve(device, what)
 
 
 @dataclass

@@ -10,40 +10,31 @@ by block, and on which device (saying so when ``device`` asks for CUDA).
 
 :func:`check_fits` refuses, before any work starts, an index that cannot fit in memory.
 
-faiss-cpu and faiss-gpu-cu12 ship the same ``faiss`` package: with both installed one
-overwrites the other's files (faiss issue 2892), and with faiss-cpu alone a ``device: cuda`` run
-searches on the CPU. Neither is an error (the exact index gives the same results on both), but
+faiss-cpu and faiss-gpu (or faiss-gpu-cu12) ship the same ``faiss`` package: with both installed
+one overwrites the other's files (faiss issue 2892), and with faiss-cpu alone a ``device: cuda``
+run searches on the CPU. Neither is an error (the exact index gives the same results on both), but
 a GPU user must see it: :func:`on_device` logs the index type at WARNING, once per process,
-whenever the device is CUDA, with the reason and the fix when it is not the GPU index.
+whenever the device is CUDA, with the reason and the fix when it is not the GPU index. Before an
+index moves to a GPU, :mod:`ragsweep.rag.retriever.faiss_gpu` checks that this faiss has code for
+that GPU (a faiss GPU kernel without code for the device aborts the process, uncatchably).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from importlib import metadata
 from typing import Any
 
 import numpy as np
+
+from ragsweep.rag.retriever import faiss_gpu
 
 log = logging.getLogger("ragsweep.rag.retriever.dense")
 
 KINDS = ("flat", "hnsw")
 ADD_BLOCK = 65536
 
-GPU_DIST = "faiss-gpu-cu12"
-CPU_DIST = "faiss-cpu"
-FIX = (f"for the GPU index: pip uninstall -y {CPU_DIST} && pip install '{GPU_DIST}>=1.14.1,<1.15' "
-       "(Python <= 3.13; README, 'GPU: vLLM and faiss-gpu')")
-
 _said: set[str] = set()
-
-
-def installed(dist: str) -> str | None:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def _say_once(message: str) -> None:
@@ -125,18 +116,24 @@ def on_device(index: Any, kind: str, device: str) -> tuple[Any, Any]:
         _say_once(f"retriever.device={device}: the dense index is {name} on the CPU (retriever.index={kind} "
                   "is not moved to the GPU; retriever.index=flat is)")
         return index, None
-    gpu_version, cpu_version = installed(GPU_DIST), installed(CPU_DIST)
-    both = (f"; {CPU_DIST} {cpu_version} and {GPU_DIST} {gpu_version} are both installed and share the "
-            f"faiss/ package, so which one answers depends on the install order" if gpu_version and cpu_version else "")
+    dists = faiss_gpu.installed()
+    both = (f"; {' and '.join(f'{d} {v}' for d, v in dists.items())} are all installed and share the faiss/ "
+            "package, so which one answers depends on the install order" if len(dists) > 1 else "")
+    fix = f"for the GPU index: {faiss_gpu.fix()}"
     if not hasattr(faiss, "StandardGpuResources"):
         _say_once(f"retriever.device={device}: the dense index is {name} on the CPU (exact: same results, "
-                  f"slower search), because this faiss ({faiss.__version__}) has no GPU support{both}; {FIX}")
+                  f"slower search), because this faiss ({faiss.__version__}) has no GPU support{both}; {fix}")
         return index, None
     gpu = int(device.split(":")[1]) if ":" in device else 0
     try:
         n = faiss.get_num_gpus()
         if gpu >= n:
             raise RuntimeError(f"faiss sees {n} GPU(s)")
+        why = faiss_gpu.unusable(gpu)  # an abort() in faiss's CUDA check would kill this process
+        if why:
+            _say_once(f"retriever.device={device}: the dense index is {name} on the CPU (exact: same results, "
+                      f"slower search), because {why}{both}; {fix}")
+            return index, None
         res = faiss.StandardGpuResources()
         moved = faiss.index_cpu_to_gpu(res, gpu, index)
     except Exception as exc:  # noqa: BLE001 - keep the exact CPU index, and say so

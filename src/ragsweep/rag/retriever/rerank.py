@@ -135,7 +135,7 @@ class EmbeddingReranker(Reranker):
         def encode(todo: list[str]) -> np.ndarray:
             from ragsweep.rag.retriever.dense import resolve_device
 
-            st = load_sentence_transformer(c.model, resolve_device(c.device), c.max_seq_length)
+            st = load_sentence_transformer(c.model, resolve_device(c.device, "reranker.device"), c.max_seq_length)
             return st.encode(todo, batch_size=c.batch_size, convert_to_numpy=True, show_progress_bar=False)
 
         vecs, encoded = embed_texts(texts, model_key(c.model, c.max_seq_length), encode, cache, "embedding (reranker)", c.batch_size)

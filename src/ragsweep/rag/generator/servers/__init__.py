@@ -1,7 +1,7 @@
 """What serves the OpenAI-compatible API, one small module per responsibility:
 
 - ``process``: ports, pids, process groups, the pid-file registry (``find_orphans``,
-  ``stop_orphans``), the stop of live servers at exit and on SIGINT/SIGTERM;
+  ``stop_orphans``), the stop of live servers at exit and on SIGINT/SIGTERM/SIGHUP;
 - ``managed``: ``ManagedServer``, a server process this process owns (start, health, stop,
   and why it died);
 - ``llamacpp`` (CPU default), ``vllm`` (GPU): the managed servers Hydra builds;

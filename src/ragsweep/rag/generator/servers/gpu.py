@@ -39,9 +39,10 @@ log = logging.getLogger(__name__)
 #: what the vLLM servers of one GPU share when their utilisation is left to ragsweep (vLLM's
 #: default for a server alone)
 TOTAL = 0.9
-#: the most that explicit shares on one GPU may add up to: each process also holds a CUDA context
-#: (~0.5 GiB) outside its share, and vLLM checks free memory >= total x share at its start
-LIMIT = 0.95
+#: the most that explicit shares on one GPU may add up to: TOTAL too. Each process also holds a CUDA
+#: context (~0.5 GiB) outside its share, and ragsweep's own processes may hold more (a model on
+#: cuda); vLLM checks free memory >= total x share at its start (so does ``gpu_memory.check_free``)
+LIMIT = TOTAL
 #: the smallest share ragsweep picks by itself: below it a model's weights rarely fit
 MIN_SHARE = 0.1
 

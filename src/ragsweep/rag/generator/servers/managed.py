@@ -3,12 +3,13 @@
 It runs a command on loopback in its own process group, logs its output to a file, waits for
 ``GET <health_path>`` to answer (``/v1/models``; vLLM: ``/health``, which no API key guards), and stops the whole group (SIGTERM, then SIGKILL after
 ``stop_grace_s``) on ``stop()``, on context-manager exit, at interpreter exit, and when this
-process gets SIGINT/SIGTERM (the previous handlers are then called, so Ctrl-C still raises
+process gets SIGINT/SIGTERM/SIGHUP (the previous handlers are then called, so Ctrl-C still raises
 KeyboardInterrupt and SIGTERM still ends the process with its conventional status).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -49,6 +50,10 @@ class ManagedServer:
     """
 
     kind = "managed"
+    #: where its settings live in the config, for messages (the judge's server: evaluator.judge.server)
+    config_key = "generator.server"
+    #: show the start on the terminal while it lasts (``startup.StartProgress``): model, log, seconds
+    announce_start = False
 
     def __init__(
         self,
@@ -139,7 +144,7 @@ class ManagedServer:
     def exit_report(self, returncode: int, what: str, details: Sequence[str] = (), lines: int = 20) -> str:
         """One summary line (``what``, how the process ended, the log's path), then ``details``,
         the ``crash_hint`` and the log's last ``lines`` lines."""
-        out = [f"{what} ({describe_exit(returncode)}); its log: {self.log_path}", *details]
+        out = [f"{what} ({describe_exit(returncode)}); its log: {self.log_path}", *self.diagnosis(), *details]
         hint = self.crash_hint(returncode)
         if hint:
             out.append(hint)
@@ -150,6 +155,11 @@ class ManagedServer:
         else:
             out.append("(its log is empty)")
         return "\n".join(out)
+
+    def diagnosis(self) -> list[str]:
+        """Lines that say from its log why it failed and what to do (vLLM: the first root-cause
+        error of its whole log and its fix); none by default."""
+        return []
 
     @property
     def base_url(self) -> str:
@@ -267,8 +277,13 @@ class ManagedServer:
         url = f"http://{self.host if ':' not in self.host else f'[{self.host}]'}:{self.port}{self.health_path}"
         deadline = t0 + self.startup_timeout_s
         last_error = "no answer yet"
-        with httpx.Client(timeout=2.0, trust_env=False) as http:
+        from ragsweep.rag.generator.servers.startup import StartProgress
+
+        shown = StartProgress(self.kind, self.model_name, self.log_path) if self.announce_start else None
+        with httpx.Client(timeout=2.0, trust_env=False) as http, shown or contextlib.nullcontext():
             while True:
+                if shown is not None:
+                    shown.tick()
                 rc = self._proc.poll() if self._proc else None
                 if rc is not None:
                     raise ServerStartupError(self.exit_report(
@@ -279,16 +294,18 @@ class ManagedServer:
                 try:
                     r = http.get(url)
                     if r.status_code == 200:
+                        if shown is not None:
+                            shown.done()
                         return
                     last_error = f"HTTP {r.status_code}"
                 except httpx.HTTPError as exc:
                     last_error = f"{type(exc).__name__}"
                 if time.monotonic() > deadline:
-                    raise ServerStartupError(
-                        f"the {self.kind} server did not become healthy within {self.startup_timeout_s:g}s "
-                        f"(GET {url}: {last_error}); raise generator.server.startup_timeout_s if it is just "
-                        f"slow; last lines of {self.log_path}:\n{tail(self.log_path)}"
-                    )
+                    raise ServerStartupError("\n".join([
+                        f"the {self.kind} server for {self.model_name} did not become healthy within "
+                        f"{self.startup_timeout_s:g}s (GET {url}: {last_error}); raise "
+                        f"{self.config_key}.startup_timeout_s if it is just slow (a first start downloads the model)",
+                        *self.diagnosis(), f"last lines of {self.log_path}:", tail(self.log_path)]))
                 time.sleep(0.2)
 
     def stop(self) -> None:

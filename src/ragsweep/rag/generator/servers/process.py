@@ -1,5 +1,5 @@
 """Processes under a managed server: ports, pids, process groups, the pid-file registry, the
-stop of every live server at interpreter exit and on SIGINT/SIGTERM, and how a process ended
+stop of every live server at interpreter exit and on SIGINT/SIGTERM/SIGHUP, and how a process ended
 (``describe_exit``: the signal by name and number, or the exit status).
 
 Every running server is written to ``<state_dir>/servers/<pid>.json`` and removed when
@@ -117,7 +117,7 @@ def describe_exit(returncode: int) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# stop live servers on exit and on SIGINT / SIGTERM
+# stop live servers on exit and on SIGINT / SIGTERM / SIGHUP
 # --------------------------------------------------------------------------------------------
 class Stoppable(Protocol):
     def stop(self) -> None: ...
@@ -130,7 +130,7 @@ _ATEXIT_DONE = False
 
 
 def track(server: Stoppable) -> None:
-    """Stop ``server`` at interpreter exit and on SIGINT/SIGTERM (until ``untrack``)."""
+    """Stop ``server`` at interpreter exit and on SIGINT/SIGTERM/SIGHUP (until ``untrack``)."""
     with _LIVE_LOCK:
         _LIVE.add(server)
     _install_handlers()
@@ -175,7 +175,7 @@ def _install_handlers() -> None:
             _ATEXIT_DONE = True
         if threading.current_thread() is not threading.main_thread():
             return  # signal handlers can only be set from the main thread; atexit still holds
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGHUP: the terminal closed
             current = signal.getsignal(sig)
             if current is _on_signal:
                 continue

@@ -27,6 +27,7 @@ from ragsweep.errors import ConfigError
 from ragsweep.rag.generator.servers import gpu
 from ragsweep.rag.generator.servers.errors import ExecutableNotFoundError, ServerStartupError
 from ragsweep.rag.generator.servers.managed import ManagedServer
+from ragsweep.rag.generator.servers import gpu_memory, vllm_errors
 
 VLLM_MISSING = "vLLM is not installed: pip install 'ragsweep[vllm]' on a machine with a CUDA GPU"
 #: the module ``vllm``'s console script runs; ``python -m`` runs it as a script
@@ -39,6 +40,7 @@ class VLLMServer(ManagedServer):
     """``vllm serve MODEL`` on loopback."""
 
     kind = "vllm"
+    announce_start = True  # a first start downloads the model: minutes that only its log shows
     DESCRIBED = ("model", "tensor_parallel_size", "gpu_memory_utilization", "max_model_len", "dtype")
     api_key_env = VLLM_API_KEY_ENV
 
@@ -121,6 +123,9 @@ class VLLMServer(ManagedServer):
         try:
             self.gpu_memory_utilization = gpu.resolve(
                 self.model, self.requested_utilization, self.devices, self.state_dir)
+            # what the driver says is free, whoever holds the rest (this process, a worker, another user)
+            gpu_memory.check_free(self.model, self.gpu_memory_utilization or gpu.TOTAL, self.devices,
+                                  self.config_key, self.state_dir)
             super()._start_once(port)
         finally:
             self._release_gpu_lock()
@@ -172,6 +177,14 @@ class VLLMServer(ManagedServer):
                    f"although {VLLM_API_KEY_ENV} is not set")
                 + f" (a --api-key in a config file vLLM reads?); set the key in {VLLM_API_KEY_ENV} only"
             )
+
+    def diagnosis(self) -> list[str]:
+        """The first root-cause error of its whole log with its fix (``vllm_errors``), and for a GPU
+        that is not free enough, what holds it."""
+        found = vllm_errors.explain(self.log_path, self.config_key, self.model)
+        if found and "Free memory on device" in found[0]:
+            found += gpu_memory.holders_lines(self.devices)
+        return found
 
     @property
     def context_window(self) -> int | None:
