@@ -32,7 +32,7 @@ def run(fmt: str, limit: int, work: Path, key: str = "generator.server.model_for
     work.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "RAGSWEEP_CACHE_DIR": str(work / "cache")}
     env.pop("MLFLOW_TRACKING_URI", None)
-    cmd = [sys.executable, "-m", "ragsweep.cli", "-q", f"dataset.limit={limit}", f"{key}={fmt}",
+    cmd = [sys.executable, "-m", "ragsweep.pipeline.cli", "-q", f"dataset.limit={limit}", f"{key}={fmt}",
            f"mlflow.tracking_uri=sqlite:///{work / 'mlflow.db'}", f"mlflow.artifact_location={work / 'art'}"]
     proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -75,7 +75,7 @@ def compare(a: dict[str, str], b: dict[str, str]) -> tuple[list[str], dict]:
     import llama_cpp
 
     sys.path.insert(0, str(ROOT / "src"))
-    from ragsweep.generator.servers.llamacpp import resolve_model_path
+    from ragsweep.rag.generator.servers.llamacpp import resolve_model_path
 
     tok = llama_cpp.Llama(model_path=str(resolve_model_path("smollm2")), vocab_only=True, verbose=False)
     rows, differing, tokens_differ, tokens_total = [], 0, 0, 0

@@ -22,7 +22,7 @@ RSS growth (RssAnon, so the memory-mapped vectors' page cache is not counted), s
 query (median over ``--latency-queries`` queries searched alone; batched = all queries in one call,
 time / n), and hnsw's recall@100 against flat's top 100 and recall@10 against flat's top 10 (each from
 a search with that k), mean over all queries with a 95% percentile bootstrap interval
-(``ragsweep.stats.interval``).
+(``ragsweep.analysis.stats.interval``).
 
     nice -n 19 python experiments/bench_ann_recall.py --sets real,100000,1000000
 """
@@ -70,7 +70,7 @@ def real_vectors(cache: Path, max_seq_length: int) -> tuple[np.ndarray, np.ndarr
     if not (docs_path.exists() and queries_path.exists()):
         import torch
 
-        from ragsweep.retriever.dense import DenseRetriever
+        from ragsweep.rag.retriever.dense import DenseRetriever
 
         torch.set_num_threads(1)
         corpus = read_jsonl(DATA / "corpus.jsonl")
@@ -125,7 +125,7 @@ def synthetic(base: np.ndarray, rows: int, seed: int, noise: float, cache: Path)
 
 # -- measurement --------------------------------------------------------------------------------
 def build(kind: str, vectors: np.ndarray, m: int) -> tuple[object, dict]:
-    from ragsweep.retriever import faiss_index
+    from ragsweep.rag.retriever import faiss_index
 
     before = rss_anon()
     t = time.perf_counter()
@@ -156,14 +156,14 @@ def recall(found: np.ndarray, truth: np.ndarray) -> np.ndarray:
 
 
 def interval(values: np.ndarray) -> dict:
-    from ragsweep.stats import interval as boot
+    from ragsweep.analysis.stats import interval as boot
 
     iv = boot(values.tolist())
     return {"mean": iv.mean, "low": iv.low, "high": iv.high, "n": iv.n}
 
 
 def measure(name: str, vectors: np.ndarray, q: np.ndarray, efs: list[int], m: int, alone: int, kinds: list[str]) -> dict:
-    from ragsweep.retriever import faiss_index
+    from ragsweep.rag.retriever import faiss_index
 
     out = {"set": name, "rows": int(vectors.shape[0]), "dim": int(vectors.shape[1]), "queries": int(len(q)), "m": m}
     flat, b = build("flat", vectors, m)

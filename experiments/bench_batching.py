@@ -103,8 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from bench_generation import cpu_line
-    from ragsweep.generator.servers.gguf_format import converted_model
-    from ragsweep.generator.servers.llamacpp import resolve_model_path
+    from ragsweep.rag.generator.servers.gguf_format import converted_model
+    from ragsweep.rag.generator.servers.llamacpp import resolve_model_path
 
     src = resolve_model_path("smollm2")
     cache = Path(tempfile.mkdtemp(prefix="bench_batch_"))

@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from ragsweep.chunker import TokenChunker, _backend, load_tokenizer
+from ragsweep.corpus.chunker import TokenChunker, _backend, load_tokenizer
 
 
 def main() -> None:

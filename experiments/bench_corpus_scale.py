@@ -6,7 +6,7 @@
 The corpus is deterministic: the 5,183 SciFact abstracts, then synthetic documents of 6-12
 SciFact sentences drawn with a fixed seed (about 1.5 KB of JSONL each, as SciFact's own); the
 questions are the first 20 SciFact train questions with qrels (relevant = their SciFact abstract).
-Each run is the real CLI (``python -m ragsweep.cli dataset=jsonl ...``) with generation answered
+Each run is the real CLI (``python -m ragsweep.pipeline.cli dataset=jsonl ...``) with generation answered
 instantly by the local fake OpenAI endpoint (tests/fake_openai_server.py) and ``evaluator=none``,
 so only the corpus side is timed. Cold = a fresh cache dir and fingerprint memo; warm = the same
 again. Printed per retriever: wall, the summary's ``time:`` stages, peak RSS of the run's process
@@ -79,7 +79,7 @@ def du(path: Path) -> int:
 
 def run_cli(args: list[str], env: dict[str, str], cwd: Path, timeout: float) -> dict:
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "ragsweep.cli", *args], cwd=cwd, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "ragsweep.pipeline.cli", *args], cwd=cwd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     out_lines = []
     for line in proc.stdout:  # type: ignore[union-attr]
@@ -108,7 +108,7 @@ def first_documents(corpus: str | Path, n: int) -> list:
 
 
 def throughput(corpus: Path, n: int) -> dict:
-    from ragsweep.chunker import TokenChunker, _backend, load_tokenizer
+    from ragsweep.corpus.chunker import TokenChunker, _backend, load_tokenizer
 
     docs = first_documents(corpus, n)
     texts = [d.text for d in docs]

@@ -29,7 +29,7 @@ def run_once(cwd: Path, args: list[str]) -> tuple[float, dict[str, float], str]:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "RAGSWEEP_CACHE_DIR": str(cwd / "cache")}
     env.pop("MLFLOW_TRACKING_URI", None)
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "ragsweep.cli", "-q", *args], cwd=cwd, env=env,
+    proc = subprocess.run([sys.executable, "-m", "ragsweep.pipeline.cli", "-q", *args], cwd=cwd, env=env,
                           capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:

@@ -215,8 +215,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     sys.path.insert(0, str(ROOT / "src"))
-    from ragsweep.generator.servers.gguf_format import converted_model
-    from ragsweep.generator.servers.llamacpp import resolve_model_path
+    from ragsweep.rag.generator.servers.gguf_format import converted_model
+    from ragsweep.rag.generator.servers.llamacpp import resolve_model_path
 
     src = resolve_model_path("smollm2")
     cache = Path(tempfile.mkdtemp(prefix="bench_gen_"))

@@ -18,7 +18,7 @@ SciFact (BEIR format, read from a path; CC BY-NC, not shipped):
     python experiments/bench_retrieval.py --scifact ../shared/data/scifact [--queries N] [--cache DIR] [--systems bm25,dense]
 
 runs every system of ``+experiment=scifact_retrieval`` (tfidf, bm25, dense, hybrid, each with
-reranker none and embedding) through the pipeline itself (``ragsweep.pipeline.run_system`` with
+reranker none and embedding) through the pipeline itself (``ragsweep.pipeline.system.run_system`` with
 generator=none, evaluator=none: the code path of ``ragsweep -m +experiment=scifact_retrieval``)
 and prints nDCG@10 and R@100 per system with their 95% intervals over queries, n and queries/s.
 One chunk per abstract ("title text"), as in BEIR; the reranker re-scores all 100 hits.
@@ -37,10 +37,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ragsweep.chunker import TokenChunker
-from ragsweep.retriever.base import rank_top_k
-from ragsweep.retriever.bm25 import BM25Retriever
-from ragsweep.retriever.tfidf import TfidfRetriever
+from ragsweep.corpus.chunker import TokenChunker
+from ragsweep.rag.retriever.base import rank_top_k
+from ragsweep.rag.retriever.bm25 import BM25Retriever
+from ragsweep.rag.retriever.tfidf import TfidfRetriever
 from ragsweep.types import Document, Query
 
 FILES = ("clapnq_dev_answerable.jsonl", "clapnq_dev_unanswerable.jsonl")
@@ -49,7 +49,7 @@ FILES = ("clapnq_dev_answerable.jsonl", "clapnq_dev_unanswerable.jsonl")
 def builtin_clapnq() -> Path:
     import importlib.resources as resources
 
-    return Path(str(resources.files("ragsweep") / "dataset" / "builtin" / "clapnq"))
+    return Path(str(resources.files("ragsweep") / "corpus" / "dataset" / "builtin" / "clapnq"))
 
 
 def load(n_queries: int, data: Path) -> tuple[list[Document], list[Query]]:
@@ -76,7 +76,7 @@ def scifact_systems(reranker_depth: int) -> list[tuple[str, list[str]]]:
 
     from omegaconf import OmegaConf
 
-    from ragsweep.config import CONF_DIR
+    from ragsweep.pipeline.config import CONF_DIR
 
     params = OmegaConf.load(CONF_DIR / "experiment" / "scifact_retrieval.yaml").hydra.sweeper.params
     keys = list(params)
@@ -94,7 +94,7 @@ def scifact_systems(reranker_depth: int) -> list[tuple[str, list[str]]]:
 
 def scifact(folder: Path, n_queries: int | None, cache_dir: str | None, split: str = "train",
             only: list[str] | None = None) -> dict:
-    """Every system of ``+experiment=scifact_retrieval`` through :func:`ragsweep.pipeline.run_system`
+    """Every system of ``+experiment=scifact_retrieval`` through :func:`ragsweep.pipeline.system.run_system`
     (generator=none, evaluator=none): the code path of ``ragsweep -m +experiment=scifact_retrieval``,
     its dataset loader, chunker, retrievers, rerankers and retrieval metrics; nDCG@10 and R@100 are
     the runs' ``retrieval/ndcg_at_10`` and ``retrieval/recall_at_k`` (k = 100) with their 95%
@@ -105,8 +105,8 @@ def scifact(folder: Path, n_queries: int | None, cache_dir: str | None, split: s
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from ragsweep.config import CONF_DIR
-    from ragsweep.pipeline import run_system
+    from ragsweep.pipeline.config import CONF_DIR
+    from ragsweep.pipeline.system import run_system
 
     cache_dir = cache_dir or tempfile.mkdtemp(prefix="ragsweep-scifact-")
     base = ["+experiment=scifact_retrieval", f"dataset.path={Path(folder).resolve()}", f"dataset.split={split}",
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> dict:
         "bm25[rank_bm25]": BM25Retriever(backend="rank_bm25"),
     }
     if not args.skip_dense:
-        from ragsweep.retriever.dense import DenseRetriever
+        from ragsweep.rag.retriever.dense import DenseRetriever
 
         retrievers["dense"] = DenseRetriever()
     results = {}

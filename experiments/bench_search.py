@@ -39,7 +39,7 @@ EXPERIMENT = "search_clapnq"
 def run_sweep(work: Path, name: str, args: list[str], env: dict[str, str]) -> tuple[float, str]:
     d = work / name
     d.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "ragsweep.cli", "-q", "-m", f"+experiment={EXPERIMENT}",
+    cmd = [sys.executable, "-m", "ragsweep.pipeline.cli", "-q", "-m", f"+experiment={EXPERIMENT}",
            f"mlflow.tracking_uri=sqlite:///{d}/mlflow.db", f"mlflow.artifact_location={d}/artifacts",
            f"cache_dir={d}/cache", f"hydra.sweep.dir={d}/multirun", *args]
     t = time.perf_counter()
@@ -61,7 +61,7 @@ def children(uri: str):
 
 
 def calls(runs) -> dict[str, float]:
-    from ragsweep.cost import run_cost
+    from ragsweep.analysis.cost import run_cost
 
     tot = {"generation": 0.0, "judge": 0.0, "wall_s": 0.0}
     for c in runs.children:
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> dict:
     g_secs, g_uri = float((work / "grid" / "wall_s.txt").read_text()), f"sqlite:///{work / 'grid'}/mlflow.db"
 
     from ragsweep import tracking
-    from ragsweep.report.pareto import points
+    from ragsweep.analysis.report.pareto import points
 
     gcl, grid = children(g_uri)
     scl, srch = children(s_uri)

@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> dict:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "RAGSWEEP_STATE_DIR": str(workdir / "state")}
     env.pop("MLFLOW_TRACKING_URI", None)
     env.pop("RAGSWEEP_SWEEP_FILE", None)
-    cli = [sys.executable, "-m", "ragsweep.cli"]
+    cli = [sys.executable, "-m", "ragsweep.pipeline.cli"]
 
     # 1. one sweep, one shared cache
     sweep_cache = workdir / "cache-sweep"

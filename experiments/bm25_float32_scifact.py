@@ -14,10 +14,10 @@ import time
 
 import numpy as np
 
-from ragsweep.chunker import TokenChunker
-from ragsweep.dataset import BeirDataset
-from ragsweep.metrics.retrieval import retrieval_metrics_per_query
-from ragsweep.retriever.bm25 import BM25Retriever
+from ragsweep.corpus.chunker import TokenChunker
+from ragsweep.corpus.dataset import BeirDataset
+from ragsweep.judge.metrics.retrieval import retrieval_metrics_per_query
+from ragsweep.rag.retriever.bm25 import BM25Retriever
 
 
 def interval(values: list[float], seed: int = 0) -> tuple[float, float, float]:

@@ -60,7 +60,7 @@ def run_sweep(root: Path, limit: int = 3, systems: tuple[str, ...] = SYSTEMS, ex
     env.pop("MLFLOW_TRACKING_URI", None)
     src = str(Path(__file__).resolve().parents[1] / "src")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
-    cmd = [sys.executable, "-m", "ragsweep.cli", "-q", "-m", f"retriever={','.join(systems)}", f"dataset.limit={limit}",
+    cmd = [sys.executable, "-m", "ragsweep.pipeline.cli", "-q", "-m", f"retriever={','.join(systems)}", f"dataset.limit={limit}",
            "evaluator=offline", f"experiment_name={experiment}", f"mlflow.tracking_uri={uri}",
            f"mlflow.artifact_location={root.resolve() / 'art'}", f"cache_dir={root.resolve() / 'cache'}"]
     proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
@@ -100,7 +100,7 @@ def _filter_metric(records: list[dict[str, Any]]) -> tuple[str, int]:
 def prepare(uri: str, experiment: str) -> Prepared:
     """Read the sweep, give children without traces theirs, write the compare page(s)."""
     from ragsweep import tracking
-    from ragsweep.report.compare_page import compare_pages_for_sweep
+    from ragsweep.analysis.report.compare_page import compare_pages_for_sweep
     from ragsweep.tracking.traces import log_eval_table, logged_query_ids, send_traces, _tracing_client
 
     cl = tracking.client(uri)

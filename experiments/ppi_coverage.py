@@ -7,8 +7,8 @@ scores as the judge; for each n, draw n labelled items uniformly at random (with
 ``--draws`` times, treat the other items as unlabelled judge outputs, and count how often each 95%
 interval covers the mean label over the full set:
 
-- PPI: :func:`ragsweep.ppi.mean` (``ppi_py.ppi_mean_ci``, PPI++ with tuned lambda) — the
-  interval ragsweep reports from ``ragsweep.ppi.MIN_LABELS`` labels (computed here below that
+- PPI: :func:`ragsweep.analysis.ppi.mean` (``ppi_py.ppi_mean_ci``, PPI++ with tuned lambda) — the
+  interval ragsweep reports from ``ragsweep.analysis.ppi.MIN_LABELS`` labels (computed here below that
   too, to show why nothing is reported there);
 - PPI (t): the same centre and standard error with Student's t quantile (n - 1 df), a small-n
   fix that was measured and not adopted;
@@ -92,7 +92,7 @@ def simulate(y: np.ndarray, yhat: np.ndarray, n: int, draws: int, seed: int) -> 
     """Coverage and mean width of the four intervals over ``draws`` random labelled sets of size n."""
     from scipy.stats import norm
 
-    from ragsweep import ppi
+    from ragsweep.analysis import ppi
 
     truth = float(y.mean())
     N = y.size
@@ -138,7 +138,7 @@ def table(results: list[dict[str, Any]], draws: int) -> str:
             "the population the items come from has for the mean of these N items when n of them are labelled "
             "(2 Phi(1.96 / sqrt(1 - n/N)) - 1): the labelled items are drawn without replacement, so at large n/N the "
             "full-set mean varies less than the interval allows and coverage above 0.95 is expected, not a defect. "
-            "'ragsweep shows PPI': n is at least the minimum for the labels' kind (ragsweep.ppi.min_labels: 100 for "
+            "'ragsweep shows PPI': n is at least the minimum for the labels' kind (ragsweep.analysis.ppi.min_labels: 100 for "
             "yes/no labels, 50 for graded ones)."]
     return "\n".join(out)
 
@@ -169,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"  {name} / {judge}: n={n} PPI {r['cov_ppi']:.3f} judge-only {r['cov_judge']:.3f} labels-only "
                   f"{r['cov_labels']:.3f}; widths {r['width_ppi']:.3f} / {r['width_labels']:.3f}", flush=True)
     secs = time.perf_counter() - t0
-    from ragsweep import ppi
+    from ragsweep.analysis import ppi
 
     text = ("# Prediction-powered intervals: coverage of the full-set mean\n\n"
             f"`python experiments/ppi_coverage.py --draws {args.draws}` ({secs:.0f} s on a shared 2-core machine). "

@@ -4,7 +4,7 @@
 # Into the active virtualenv (or conda env); without one, into ./.venv (created here).
 # llama-cpp-python is compiled by scripts/build_llama_cpp.py with llama.cpp's CPU code once per
 # x86-64 level, the best loaded at run time (never from pip's cache); RAGSWEEP_LLAMA_CMAKE_ARGS opts
-# into other flags (see README, "Set up").
+# into other flags (see docs/cpu_speed.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,10 +17,12 @@ fi
 python -m pip install --upgrade pip
 # PyTorch, pinned (vLLM 0.27.1-0.32 take exactly 2.13.0). On Linux PyPI's 2.13.0 is the CUDA 13 build
 # (~2.4 GiB); RAGSWEEP_TORCH_INDEX=https://download.pytorch.org/whl/cpu installs the CPU wheel instead
+# (.../whl/cu128, the CUDA 12.8 build, works for dense retrieval but not with vLLM 0.32: libcudart.so.13)
 python -m pip install "torch==2.13.0" ${RAGSWEEP_TORCH_INDEX:+--index-url "$RAGSWEEP_TORCH_INDEX"}
 # llama.cpp for any x86-64 CPU (AVX2, AVX-512, AMX code chosen at run time), keyed by its build
 # flags, never a foreign cached wheel
 python scripts/build_llama_cpp.py
-# everything else (llama-cpp-python is already satisfied, so pip does not build it again)
-python -m pip install -e '.[dev]'
+# everything else (llama-cpp-python is already satisfied, so pip does not build it again), with the
+# tests' packages and the docs site's (mkdocs build --strict, as CI runs it after the tests)
+python -m pip install -e '.[dev,docs]'
 echo "setup: done. Check the install with: ragsweep-doctor"

@@ -66,7 +66,7 @@ def ci_check_sweep(tmp_path_factory):
            "TRANSFORMERS_OFFLINE": "1", "RAGSWEEP_MLFLOW_TRACES": "sync", "RAGSWEEP_STATE_DIR": str(root / "state")}
     env.pop("MLFLOW_TRACKING_URI", None)
     proc = subprocess.run(
-        [sys.executable, "-m", "ragsweep.cli", "-q", "-m", "+experiment=ci_check", f"mlflow.tracking_uri={uri}",
+        [sys.executable, "-m", "ragsweep.pipeline.cli", "-q", "-m", "+experiment=ci_check", f"mlflow.tracking_uri={uri}",
          f"mlflow.artifact_location={root / 'art'}", f"hydra.sweep.dir={root / 'multirun'}"],
         cwd=root, env=env, capture_output=True, text=True, timeout=900,
     )

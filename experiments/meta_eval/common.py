@@ -17,8 +17,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from ragsweep.evaluator.labels import ENTAILMENT
-from ragsweep.text import content_words, words
+from ragsweep.judge.labels import ENTAILMENT
+from ragsweep.corpus.text import content_words, words
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 DEFAULT_CACHE = os.environ.get("RAGSWEEP_META_CACHE", "/tmp/ragsweep_meta_eval_cache")
@@ -50,18 +50,18 @@ def checker_from_args(args: argparse.Namespace) -> Any:
     """The checker ``--checker NAME`` names: the YAML ``conf/evaluator/checker/NAME.yaml``, with
     ``--model`` as its ``model`` (or, for a checker that needs a judge, the judge's model: the
     endpoint of ``--base-url``, else a managed llama.cpp SmolLM2 server)."""
-    from ragsweep.evaluator import components
+    from ragsweep.judge import components
 
     try:
         spec = components.group_spec("checker", args.checker)
         judge = None
         if components.needs_judge("checker", spec):
-            from ragsweep.evaluator.judge import Judge
+            from ragsweep.judge.llm_judge import Judge
 
             if getattr(args, "base_url", None):
                 judge = Judge(base_url=args.base_url, model=args.model, api_key_env=args.api_key_env)
             else:
-                judge = Judge(server={"_target_": "ragsweep.generator.server.LlamaCppServer"}, model=args.model)
+                judge = Judge(server={"_target_": "ragsweep.rag.generator.server.LlamaCppServer"}, model=args.model)
         elif getattr(args, "model", None) and "model" in spec:
             spec["model"] = args.model
         return components.build("checker", spec, judge)
@@ -126,7 +126,7 @@ def set_threads(n: int) -> None:
 def open_cache(path: str | None) -> Any:
     if not path:
         return None
-    from ragsweep.cache import Cache
+    from ragsweep.store.cache import Cache
 
     return Cache(path)
 
@@ -135,7 +135,7 @@ def open_cache(path: str | None) -> Any:
 def make_checker(name: str, **kwargs: Any) -> Any:
     """The checker ``conf/evaluator/checker/<name>.yaml`` with ``kwargs`` as options; anything
     that cannot be built exits with a clear message."""
-    from ragsweep.evaluator import components
+    from ragsweep.judge import components
 
     try:
         return components.build("checker", components.group_spec("checker", name, **kwargs))

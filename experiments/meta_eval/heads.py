@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ragsweep.evaluator.offline import FEATURES, LEXICAL_FEATURES
+from ragsweep.judge.offline import FEATURES, LEXICAL_FEATURES
 
 #: the features each head uses (chosen in the README's experiment log). ``neg_flip`` is computed
 #: but left out: on RAGBench it gets a *positive* weight (GPT-4 counts "X is not mentioned in the

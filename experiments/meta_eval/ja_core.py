@@ -23,7 +23,7 @@ GRID = [round(float(t), 2) for t in np.arange(0.2, 0.81, 0.05)]
 TAUS = [0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7]
 SHIPPED_ANSWER_THRESHOLD = 0.30
 TARGETS = {"ragchecker_human": 57.0, "wice": 0.85, "ragbench": 0.75}
-CAP = 0.05  # ragsweep.evaluator.offline.CONTRADICTION_CAP
+CAP = 0.05  # ragsweep.judge.offline.CONTRADICTION_CAP
 
 
 B_BOOT = 1000
@@ -94,7 +94,7 @@ def features(checker: Any, pairs: list[tuple[str, str]], cache: Any, fdir: Path 
 
 
 def shipped_heads() -> dict[str, Any]:
-    from ragsweep.evaluator.offline import PARAMS_PATH
+    from ragsweep.judge.offline import PARAMS_PATH
 
     return json.loads(PARAMS_PATH.read_text())["models"]
 
@@ -104,7 +104,7 @@ def default_extractor_claims() -> Any:
     """``(text, question) -> claims`` of the default evaluator's extractor as configured
     (``conf/evaluator/extractor/offline.yaml``): the "clause claims" the shipped judge logs, so the
     measurement follows any change to that extractor (e.g. short answers read with the question)."""
-    from ragsweep.evaluator import components
+    from ragsweep.judge import components
 
     ex = components.build("extractor", components.group_spec("extractor", "offline"))
     return lambda text, q: [c if isinstance(c, str) else " ".join(map(str, c)) for c in ex.extract(text, q)]

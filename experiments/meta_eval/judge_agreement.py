@@ -63,7 +63,7 @@ MODEL_PATH = C.RESULTS_DIR / "offline_model.json"
 
 
 def run(args: argparse.Namespace) -> int:
-    from ragsweep.evaluator.offline import OfflineChecker
+    from ragsweep.judge.offline import OfflineChecker
 
     splits = load_splits(args.splits)
     C.set_threads(args.threads)
@@ -114,7 +114,7 @@ def write_model(path: Path, heads: dict, new_answer: dict, rb: dict, subsets: li
     for f, h in heads.items():
         h["answer_threshold"] = new_answer[f]
     model = {"about": "ragsweep offline checker head re-trained under the frozen splits: standardised logistic regression "
-                      "over ragsweep.evaluator.offline.FEATURES, fitted on the dev halves of RAGBench validation "
+                      "over ragsweep.judge.offline.FEATURES, fitted on the dev halves of RAGBench validation "
                       "(experiments/meta_eval/splits.json); answer_threshold chosen on WiCE select claims.",
              "trained_on": {"ragbench_sentences": int(sum(int((rb[s]['sent_part'] == 'dev').sum()) for s in subsets)),
                             "part": "dev halves", "subsets": subsets, "splits_sha256": splits["sha256"]},

@@ -17,14 +17,14 @@ of 1 - score for predicting non-adherence):
 
 Second table: RMSE of our TRACe relevance / utilization / completeness against RAGBench's shipped
 ``relevance_score`` / ``utilization_score`` / ``completeness_score`` (GPT-4 annotations), per
-subset. All scores come from :func:`ragsweep.evaluator.trace.trace_scores` with
+subset. All scores come from :func:`ragsweep.judge.trace.trace_scores` with
 ``length="sentences", ragbench_compat=True`` over RAGBench's own ``documents_sentences`` keys (the
 setting that reproduces the shipped scores exactly from the shipped key lists), so only the keys
 differ:
 
 - utilized keys, two rules as the evaluator's ``trace_attribution``:
   ``cover`` (the default, no checker): for each response sentence, the document sentences that
-  supply its content words (:func:`ragsweep.evaluator.trace.lexical_cover`: greedy, each
+  supply its content words (:func:`ragsweep.judge.trace.lexical_cover`: greedy, each
   sentence adding >= 3 new content words); ``entailment``: each response sentence is a claim; it
   is checked against each whole document (the document's sentences joined by spaces), and inside
   each document that entails it, against each sentence of that document; a document sentence

@@ -15,8 +15,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from experiments.meta_eval import common as C  # noqa: E402
-from ragsweep.evaluator import trace as tr  # noqa: E402
-from ragsweep.evaluator.labels import ENTAILMENT  # noqa: E402
+from ragsweep.judge import trace as tr  # noqa: E402
+from ragsweep.judge.labels import ENTAILMENT  # noqa: E402
 
 
 # -- TRACe relevance / utilization / completeness ------------------------------------------------
@@ -79,7 +79,7 @@ COVER_MIN_NEW = tr.COVER_MIN_NEW
 
 def cover_keys(rows: Sequence[dict[str, Any]], min_new: int = COVER_MIN_NEW) -> list[list[str]]:
     """Per row, the evaluator's ``trace_attribution="cover"`` rule (no checker): the document
-    sentences each response sentence draws its words from (:func:`ragsweep.evaluator.trace.lexical_cover`)."""
+    sentences each response sentence draws its words from (:func:`ragsweep.judge.trace.lexical_cover`)."""
     out = []
     for r in rows:
         per_claim = tr.lexical_cover([str(t) for _, t in r["response_sentences"]], _docs(r), min_new)
@@ -90,7 +90,7 @@ def cover_keys(rows: Sequence[dict[str, Any]], min_new: int = COVER_MIN_NEW) -> 
 def question_relevant_keys(embedder: Any, rows: Sequence[dict[str, Any]],
                            threshold: float = QUESTION_THRESHOLD) -> list[list[str]]:
     """Per row, the document sentence keys whose cosine with the question is >= ``threshold``
-    (``embedder.encode`` gives unit-norm rows, as :class:`ragsweep.evaluator.ragas.Embedder`)."""
+    (``embedder.encode`` gives unit-norm rows, as :class:`ragsweep.judge.ragas.Embedder`)."""
     texts: list[str] = []
     spans = []
     for r in rows:
@@ -151,7 +151,7 @@ def trace_rmse_section(rows_by: dict[str, list[dict[str, Any]]], checker: Any, c
     if not any(np.isfinite(truth[s][m]).any() for s in subsets for m in TRACE_METRICS):
         return ["TRACe RMSE: - (the data has no shipped relevance_score / utilization_score / completeness_score)."]
     if embedder is None:
-        from ragsweep.evaluator.ragas import Embedder
+        from ragsweep.judge.ragas import Embedder
 
         embedder = Embedder(cache=cache)
     ours: dict[str, dict[str, dict[str, np.ndarray]]] = {}

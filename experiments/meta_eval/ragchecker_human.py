@@ -11,10 +11,10 @@ per annotator; Pearson and Spearman x100 against the annotators' labels. RAGChec
 correctness <-> precision, completeness <-> recall, overall <-> F1 (its baseline file stores
 exactly precision / recall / F1 under those three names).
 
-Our checker: claims are the sentences of a text (``ragsweep.text.split_sentences``) that contain at
+Our checker: claims are the sentences of a text (``ragsweep.corpus.text.split_sentences``) that contain at
 least one content word (list markers such as "1." are split off as sentences and dropped), or, in
 the "clause" rows, those sentences cut into clauses of >= 4 content words
-(``ragsweep.evaluator.offline.split_claims``, which for clauses is the default evaluator's
+(``ragsweep.judge.offline.split_claims``, which for clauses is the default evaluator's
 ``OfflineExtractor``: the claims ``ragsweep`` itself extracts); precision =
 share of response claims entailed by the ground-truth answer, recall = share of ground-truth
 claims entailed by the response; F1 of the two. "binary" counts Entailment labels, checked as the
@@ -33,7 +33,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from experiments.meta_eval import common as C
-from ragsweep.evaluator.labels import ENTAILMENT
+from ragsweep.judge.labels import ENTAILMENT
 
 NAME = "ragchecker_human"
 HUMAN = "meta_eval_human_labeled_dev.json"
@@ -97,9 +97,9 @@ def prf(p: float, r: float) -> tuple[float, float, float]:
 
 
 def claims_of(text: str, unit: str = "sentence") -> list[str]:
-    """Offline claims (:func:`ragsweep.evaluator.offline.split_claims`): sentences with a content
+    """Offline claims (:func:`ragsweep.judge.offline.split_claims`): sentences with a content
     word, or (``unit="clause"``) the claims of the default evaluator's ``OfflineExtractor``."""
-    from ragsweep.evaluator.offline import split_claims
+    from ragsweep.judge.offline import split_claims
 
     return split_claims(text, unit)
 
@@ -130,7 +130,7 @@ def checker_scores(checker: Any, instances: list[dict], cache: Any = None, unit:
         binary[i], soft[i] = {}, {}
         for m in ("model1", "model2"):
             vals = {k: np.array(acc.get((i, m, k), []), dtype=float).reshape(-1, 2) for k in ("p", "r")}
-            # no claims -> 0, as in RAGChecker (and ragsweep.evaluator.ragchecker_metrics)
+            # no claims -> 0, as in RAGChecker (and ragsweep.judge.ragchecker_metrics)
             mean = {k: (v.mean(0) if len(v) else np.array([0.0, 0.0])) for k, v in vals.items()}
             binary[i][m] = prf(mean["p"][0], mean["r"][0])
             soft[i][m] = prf(mean["p"][1], mean["r"][1])

@@ -26,13 +26,13 @@ from experiments.meta_eval import common as C
 
 NAME = "scifact_retrieval"
 RETRIEVERS = {
-    "tfidf": ("ragsweep.retriever.tfidf", "TfidfRetriever", {}),
-    "bm25:rank_bm25": ("ragsweep.retriever.bm25", "BM25Retriever", {"backend": "rank_bm25"}),
-    "bm25:bm25s": ("ragsweep.retriever.bm25", "BM25Retriever", {"backend": "bm25s"}),
-    "dense": ("ragsweep.retriever.dense", "DenseRetriever", {"model": "minilm", "device": "cpu"}),
+    "tfidf": ("ragsweep.rag.retriever.tfidf", "TfidfRetriever", {}),
+    "bm25:rank_bm25": ("ragsweep.rag.retriever.bm25", "BM25Retriever", {"backend": "rank_bm25"}),
+    "bm25:bm25s": ("ragsweep.rag.retriever.bm25", "BM25Retriever", {"backend": "bm25s"}),
+    "dense": ("ragsweep.rag.retriever.dense", "DenseRetriever", {"model": "minilm", "device": "cpu"}),
     # the YAML defaults (not tuned here): RRF with rrf_k 60, and weighted fusion at weight 0.5
-    "hybrid:rrf": ("ragsweep.retriever.hybrid", "HybridRetriever", {"dense": {"model": "minilm", "device": "cpu"}}),
-    "hybrid:weighted-0.5": ("ragsweep.retriever.hybrid", "HybridRetriever",
+    "hybrid:rrf": ("ragsweep.rag.retriever.hybrid", "HybridRetriever", {"dense": {"model": "minilm", "device": "cpu"}}),
+    "hybrid:weighted-0.5": ("ragsweep.rag.retriever.hybrid", "HybridRetriever",
                             {"fusion": "weighted", "weight": 0.5, "dense": {"model": "minilm", "device": "cpu"}}),
 }
 

@@ -36,7 +36,7 @@ from experiments.meta_eval import common as C  # noqa: E402
 from experiments.meta_eval.heads import (  # noqa: E402,F401 - re-exported
     C_REG, FULL_FEATURES, LEX_FEATURES, SQUARES, balanced_accuracy, best_threshold, fit_head, predict,
 )
-from ragsweep.evaluator.offline import (  # noqa: E402
+from ragsweep.judge.offline import (  # noqa: E402
     CONTRADICTION_CAP, FEATURES, LEXICAL_FEATURES, PARAMS_PATH, OfflineChecker,
 )
 
@@ -149,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"  {f:>12s} {c:+.3f}")
     out = {
         "about": "ragsweep offline checker head: standardised logistic regression over "
-        "ragsweep.evaluator.offline.FEATURES; trained by experiments/meta_eval/train_offline.py on RAGBench "
+        "ragsweep.judge.offline.FEATURES; trained by experiments/meta_eval/train_offline.py on RAGBench "
         "validation sentence-support labels (all 7 subsets, CC-BY-4.0).",
         "trained_on": {"ragbench_sentences": int(len(data["y"])), "supported_share": round(float(data["y"].mean()), 4),
                        "subsets": sorted(data["rows"]), "limit_per_subset": args.limit},

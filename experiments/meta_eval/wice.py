@@ -24,7 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from experiments.meta_eval import common as C
-from ragsweep.evaluator.labels import ENTAILMENT
+from ragsweep.judge.labels import ENTAILMENT
 
 NAME = "wice"
 FILE = "oracle_chunks_claim_dev.jsonl"

@@ -171,7 +171,7 @@ def _number(v: Any) -> float:
 @dataclass
 class QuestionRecord:
     """One question through a RAG system and its judge, in RAGChecker's schema (the matrices'
-    orientation: :mod:`ragsweep.evaluator.ragchecker_metrics`). Fields the run has not reached
+    orientation: :mod:`ragsweep.judge.ragchecker_metrics`). Fields the run has not reached
     yet are None (claims, matrices) or empty (metrics); ``extra`` keeps every other key."""
 
     query_id: str

@@ -52,13 +52,24 @@ class Query:
 
 @dataclass(frozen=True)
 class Chunk:
-    """A window of a document; ``text == document.text[start:end]`` always holds."""
+    """A window of a document; ``text == document.text[start:end]`` always holds.
+
+    ``heading`` is the heading path the chunk sits under ("Install > Linux"), set only by a
+    chunker asked to put it in front of the chunk for retrieval (``chunker=markdown
+    prepend_headings=true``): retrievers index :attr:`search_text`, while ``text``, ``start`` and
+    ``end`` stay the document's own characters (span relevance, TRACe, the prompt)."""
 
     chunk_id: str
     doc_id: str
     start: int
     end: int
     text: str
+    heading: str = ""
+
+    @property
+    def search_text(self) -> str:
+        """What a retriever indexes: the heading path on its own line, then the text."""
+        return f"{self.heading}\n{self.text}" if self.heading else self.text
 
 
 @dataclass(frozen=True)
@@ -73,7 +84,7 @@ class Hit:
 @dataclass
 class Dataset:
     """``documents`` is a list, or (a JSONL/BEIR corpus file with a document table) a
-    :class:`ragsweep.dataset.doctable.LazyDocuments`: ``len`` and its ``titles``/``lengths``/
+    :class:`ragsweep.corpus.dataset.doctable.LazyDocuments`: ``len`` and its ``titles``/``lengths``/
     ``doc_ids()`` need no parse; iterating it streams the file, indexing it parses it (once)."""
 
     name: str
@@ -82,6 +93,8 @@ class Dataset:
     has_relevance: bool = False
     has_answers: bool = False
     stats: dict[str, int] = field(default_factory=dict)
+    #: JSON artifacts the loader made, logged to the run under these names (``dataset=files``: its parse ledger)
+    artifacts: dict[str, object] = field(default_factory=dict)
 
     @property
     def doc_index(self) -> dict[str, Document]:

@@ -96,15 +96,31 @@ def test_no_import_cycle_in_ragsweep():
 
 def test_the_cycle_finder_finds_one(tmp_path):
     pkg = tmp_path / "ragsweep"
-    (pkg / "evaluator").mkdir(parents=True)
+    (pkg / "judge").mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
-    (pkg / "evaluator" / "__init__.py").write_text("")
-    (pkg / "evaluator" / "claims.py").write_text("def f():\n    from ragsweep.evaluator import llm_extractor\n")
-    (pkg / "evaluator" / "llm_extractor.py").write_text("from ragsweep.evaluator.claims import f\n")
-    assert cycles(import_graph(pkg)) == [{"ragsweep.evaluator.claims", "ragsweep.evaluator.llm_extractor"}]
+    (pkg / "judge" / "__init__.py").write_text("")
+    (pkg / "judge" / "claims.py").write_text("def f():\n    from ragsweep.judge import llm_extractor\n")
+    (pkg / "judge" / "llm_extractor.py").write_text("from ragsweep.judge.claims import f\n")
+    assert cycles(import_graph(pkg)) == [{"ragsweep.judge.claims", "ragsweep.judge.llm_extractor"}]
 
 
 def test_no_module_over_400_lines():
     files = list(PACKAGE.rglob("*.py")) + [p for e in EXTRA for p in ([e] if e.is_file() else e.rglob("*.py"))]
     long = {str(p.relative_to(ROOT)): n for p in files if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert not long, f"split these along a seam (at most {MAX_LINES} lines each): {long}"
+
+
+RUN_PATH = [PACKAGE / "pipeline" / f"{m}.py" for m in ("system", "stages", "judging")]
+MAX_FUNCTION_LINES = 60
+
+
+def test_the_run_path_reads_as_short_named_stages():
+    """One job is a sequence of stage calls (pipeline/system.run_job), each stage a short function."""
+    long = {}
+    for path in RUN_PATH:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    long[f"{path.name}:{node.name}"] = n
+    assert not long, f"split these into stages (at most {MAX_FUNCTION_LINES} lines each): {long}"

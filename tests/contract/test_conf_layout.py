@@ -53,7 +53,7 @@ def test_wheel_ships_every_config(tmp_path):
 
 def test_groups_and_options_come_from_the_folders(tmp_path):
     """A new group or option is a new folder or YAML: config.py reads them, no list to edit."""
-    from ragsweep.config import COMPONENT_GROUPS, REQUIRED_GROUPS, config_groups, group_options
+    from ragsweep.pipeline.config import COMPONENT_GROUPS, REQUIRED_GROUPS, config_groups, group_options
 
     assert COMPONENT_GROUPS == ("dataset", "chunker", "retriever", "reranker", "prompt", "generator", "evaluator")
     assert "evaluator" not in REQUIRED_GROUPS and "retriever" in REQUIRED_GROUPS

@@ -11,10 +11,10 @@ import pytest
 
 from support import FIXTURES as SUPPORT_FIXTURES
 from fake_openai_server import FakeOpenAIServer, ok  # noqa: E402
-from ragsweep.evaluator import components  # noqa: E402
-from ragsweep.evaluator.components import Checker, Extractor  # noqa: E402
-from ragsweep.evaluator.labels import LABELS, Label  # noqa: E402
-from ragsweep.metrics import registry  # noqa: E402
+from ragsweep.judge import components  # noqa: E402
+from ragsweep.judge.components import Checker, Extractor  # noqa: E402
+from ragsweep.judge.labels import LABELS, Label  # noqa: E402
+from ragsweep.judge.metrics import registry  # noqa: E402
 
 FIXTURES = SUPPORT_FIXTURES / "ragchecker"
 GOLDEN = json.loads((FIXTURES / "examples_checking_outputs.json").read_text(encoding="utf-8"))["results"]
@@ -37,8 +37,8 @@ def _fake_judge(body, index):
 
 @pytest.fixture
 def judge():
-    from ragsweep.evaluator.judge import Judge
-    from ragsweep.generator.server import ExternalServer
+    from ragsweep.judge.llm_judge import Judge
+    from ragsweep.rag.generator.server import ExternalServer
 
     with FakeOpenAIServer(responder=_fake_judge) as fake:
         j = Judge(server=ExternalServer(base_url=fake.base_url, model="fake", api_key_env=None),
@@ -73,8 +73,8 @@ def test_every_checker_keeps_the_contract(name, judge, tmp_path):
         assert len(p) == 2 and all(0.0 <= float(v) <= 1.0 for v in p)
     assert components.component_id(checker) is not None
     # through the cache seam: a blank reference is Neutral without a check, labels cached
-    from ragsweep.cache import Cache
-    from ragsweep.evaluator.checking import check_cached
+    from ragsweep.store.cache import Cache
+    from ragsweep.judge.checking import check_cached
 
     cache = Cache(tmp_path)
     first = check_cached(checker, PAIRS, cache)
@@ -85,8 +85,8 @@ def test_every_checker_keeps_the_contract(name, judge, tmp_path):
 
 @pytest.mark.parametrize("name", components.names("extractor"))
 def test_every_extractor_keeps_the_contract(name, judge, tmp_path):
-    from ragsweep.cache import Cache
-    from ragsweep.evaluator.claims import claim_text, extract_cached
+    from ragsweep.store.cache import Cache
+    from ragsweep.judge.claims import claim_text, extract_cached
 
     extractor = components.build("extractor", name, judge)
     assert isinstance(extractor, Extractor) and isinstance(extractor.uses_question, bool)
@@ -125,7 +125,7 @@ def test_every_metric_is_described_and_in_range_on_the_golden_records():
 
 
 def test_the_aggregate_is_the_mean_of_defined_values_with_its_count():
-    from ragsweep.scoring import score_run
+    from ragsweep.analysis.scoring import score_run
 
     recs = [{"query_id": str(i), "metrics": {"ragas/faithfulness": v}} for i, v in enumerate((1.0, float("nan"), 0.5))]
     agg = score_run(recs, ["ragas"]).metrics

@@ -9,9 +9,10 @@ import pytest
 from omegaconf import OmegaConf
 
 from support import CONF
-from ragsweep.report import LAYOUTS, SHORT_PARAMS, parse_expect
+from ragsweep.analysis.report import LAYOUTS, SHORT_PARAMS, parse_expect
 
 CONF_DIR = str(CONF)
+STRATEGIES = ["tokens", "recursive", "sentences", "markdown", "semantic"]
 # experiment -> (hydra.sweeper.params as lists, sweep.layout, sweep.params)
 EXPECTED = {
     "ragbench_case_study": (
@@ -34,6 +35,10 @@ EXPECTED = {
                                         "ragchecker", ["chunk_size"]),
     "ragchecker_overlap_retrieval": ({"retriever": ["bm25", "oracle"], "chunker.overlap": ["0.0", "0.2", "0.4"]},
                                      "ragchecker", ["chunk_overlap"]),
+    # chunking strategies at an equal budget of retrieved tokens (issue 36)
+    "chunking_strategies": ({"retriever": ["bm25", "oracle"], "chunker": STRATEGIES}, "ragchecker", ["chunker"]),
+    "chunking_strategies_paperqa": ({"retriever": ["bm25", "oracle"], "chunker": STRATEGIES}, "ragchecker", ["chunker"]),
+    "chunking_strategies_generation": ({"chunker": STRATEGIES}, "ragchecker", ["chunker"]),
 }
 
 _NAMED = {
@@ -81,6 +86,14 @@ PAPER_DIRECTIONS = {
         ("ragchecker/retriever/context_precision", "chunk_overlap", ("increasing", None)),
         ("ragchecker/retriever/claim_recall", "chunk_overlap", ("flat", None)),
     ],
+    "chunking_strategies": [
+        (m, "chunker", ("higher_for", s)) for m in ("retrieval/recall_at_k", "ragchecker/retriever/claim_recall")
+        for s in ("recursive", "sentences", "semantic")
+    ],
+    "chunking_strategies_paperqa": [("retrieval/recall_at_k", "chunker", ("higher_for", s))
+                                    for s in ("recursive", "sentences", "semantic")],
+    "chunking_strategies_generation": [(m, "chunker", ("higher_for", "recursive")) for m in (
+        "ragchecker/retriever/claim_recall", "ragchecker/generator/faithfulness", "ragchecker/overall/f1")],
     "ragchecker_prompt": [
         ("ragchecker/generator/context_utilization", "prompt", ("higher_for", "ragchecker_optimized")),
         ("ragchecker/generator/noise_sensitivity_in_relevant", "prompt", ("higher_for", "ragchecker_optimized")),
@@ -166,5 +179,12 @@ def test_sweep_points_compose():
             cfg = compose("config", overrides=["+experiment=ragchecker_topk_retrieval", "retriever=oracle", "retriever.top_k=5"])
             assert cfg.retriever._target_.endswith("OracleRetriever") and cfg.retriever.top_k == 5
             assert cfg.generator.name == "none" and cfg.generator.server is None  # no model server
+            from ragsweep.pipeline.config import validate
+
+            for strategy in ("sentences", "semantic", "markdown"):  # each strategy's own overlap, the experiment's size
+                cfg = compose("config", overrides=["+experiment=chunking_strategies", f"chunker={strategy}", "retriever=oracle"])
+                assert cfg.chunker._target_.startswith("ragsweep.corpus.chunking.") and cfg.chunker.size == 300
+                assert cfg.reranker._target_.endswith("TokenBudgetReranker") and cfg.reranker.tokens == 1500
+                validate(cfg)
     finally:
         GlobalHydra.instance().clear()

@@ -16,8 +16,8 @@ import re
 import pytest
 
 from support import CONF, FIXTURES
-from ragsweep.evaluator.llm_checker import LLMChecker, parse_labels
-from ragsweep.evaluator.llm_extractor import REFCHECKER_COMMIT, LLMExtractor, parse_claims, refchecker_triplets
+from ragsweep.judge.llm_checker import LLMChecker, parse_labels
+from ragsweep.judge.llm_extractor import REFCHECKER_COMMIT, LLMExtractor, parse_claims, refchecker_triplets
 
 FIX = FIXTURES / "refchecker"
 

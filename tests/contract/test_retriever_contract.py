@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from support import CONF as SUPPORT_CONF
-from ragsweep.cache import Cache
-from ragsweep.retriever.base import Retriever
+from ragsweep.store.cache import Cache
+from ragsweep.rag.retriever.base import Retriever
 from ragsweep.types import Chunk, Hit, Query
 from support.corpus import TEXTS as UNIT_TEXTS
 
@@ -69,7 +69,7 @@ def yaml_path(request) -> Path:
 def test_yaml_builds_a_retriever_its_schema_validates(yaml_path):
     from omegaconf import OmegaConf
 
-    from ragsweep.config import check_node
+    from ragsweep.pipeline.config import check_node
 
     retriever = build(yaml_path)
     assert isinstance(retriever, Retriever)

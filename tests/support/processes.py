@@ -7,7 +7,7 @@ import signal
 import time
 from pathlib import Path
 
-from ragsweep.generator.server import pid_alive
+from ragsweep.rag.generator.server import pid_alive
 
 
 def wait_gone(pid: int, timeout: float = 10) -> bool:

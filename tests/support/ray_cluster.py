@@ -16,7 +16,7 @@ from typing import Iterator
 
 import pytest
 
-from ragsweep.generator.server import free_port
+from ragsweep.rag.generator.server import free_port
 from support.processes import pids_matching, stop_pids
 
 

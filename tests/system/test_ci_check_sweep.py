@@ -86,7 +86,7 @@ def test_filter_metric_is_one_that_narrows():
 @pytest.mark.slow
 def test_ci_check_sweep_reproduces_its_expected_results(ci_check_sweep, tmp_path):
     env, uri = ci_check_sweep.env, ci_check_sweep.uri
-    report = [sys.executable, "-c", "import sys; from ragsweep.report.cli import main; sys.exit(main(sys.argv[1:]))",
+    report = [sys.executable, "-c", "import sys; from ragsweep.analysis.report.cli import main; sys.exit(main(sys.argv[1:]))",
               "--experiment", "ci_check", "--tracking-uri", uri, "--out", str(tmp_path / "report")]
     check = subprocess.run([*report, "--check"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert check.returncode == 0, check.stdout[-3000:] + check.stderr[-3000:]

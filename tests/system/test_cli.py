@@ -16,7 +16,7 @@ PY = sys.executable
 def ragsweep(tmp_path, *args, timeout=300):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "RAGSWEEP_CACHE_DIR": str(tmp_path / "cache")}
     env.pop("MLFLOW_TRACKING_URI", None)
-    return subprocess.run([PY, "-m", "ragsweep.cli", *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([PY, "-m", "ragsweep.pipeline.cli", *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def runs(tmp_path, experiment="default"):
@@ -67,7 +67,7 @@ def test_one_system_end_to_end_then_fully_cached(tmp_path):
     assert all(f"{stage} " in first.stderr for stage in ("index", "retrieve", "generate", "evaluate"))  # progress bars
     logs = [a.path for a in client.list_artifacts(run.info.run_id, "server")]
     # one log per llama.cpp process (generator.server.replicas: one per core, up to 4)
-    from ragsweep.generator.server import LlamaCppServer
+    from ragsweep.rag.generator.server import LlamaCppServer
 
     assert len(logs) == LlamaCppServer().replicas, logs
     assert all(p.startswith("server/llamacpp-") and p.endswith(".log") for p in logs), logs

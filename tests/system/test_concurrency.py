@@ -73,7 +73,7 @@ def test_four_parallel_jobs_share_the_cache_and_the_mlflow_store(tmp_path):
 
     with FakeOpenAIServer(default=ok("An answer.", delay=0.3), max_seconds=600) as fake:
         cmd = [
-            PY, "-m", "ragsweep.cli", "-m", *tiny_dataset(tmp_path), *external(fake.base_url, concurrency=1), NO_EVAL,
+            PY, "-m", "ragsweep.pipeline.cli", "-m", *tiny_dataset(tmp_path), *external(fake.base_url, concurrency=1), NO_EVAL,
             "retriever.top_k=1,2,3,4", "hydra/launcher=joblib", "hydra.launcher.n_jobs=4",
             f"hydra.sweep.dir={tmp_path / 'multirun'}",
         ]
@@ -94,7 +94,7 @@ def test_four_parallel_jobs_share_the_cache_and_the_mlflow_store(tmp_path):
     assert any(b[0] < a[1] for a, b in zip(spans, spans[1:])), spans
     assert n_requests == 16 == sum(c.data.metrics["generator/calls"] for c in children)
     # one shared cache, no lost write: the 16 answers and the one chunk list of the 4 systems
-    from ragsweep.cache import Cache
+    from ragsweep.store.cache import Cache
 
     cache = Cache(tmp_path / "cache")
     assert cache.count("generation") == 16 and cache.count("chunks") == 1
@@ -160,7 +160,7 @@ def test_sweep_killed_at_several_points_resumes_without_duplicates_or_corruption
     chain = Chain()
     with FakeOpenAIServer(responder=chain, hang_s=5, max_seconds=600) as fake:
         cmd = [
-            PY, "-m", "ragsweep.cli", "-m", *tiny_dataset(tmp_path), *external(fake.base_url, concurrency=1),
+            PY, "-m", "ragsweep.pipeline.cli", "-m", *tiny_dataset(tmp_path), *external(fake.base_url, concurrency=1),
             *judge_overrides(fake.base_url), "retriever.top_k=1,2,3", f"hydra.sweep.dir={tmp_path / 'multirun'}",
         ]
         mlruns = tmp_path / "mlruns"

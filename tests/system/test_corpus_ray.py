@@ -18,9 +18,9 @@ PY = sys.executable
 CHILD = r"""
 import sys
 from pathlib import Path
-from ragsweep.cache import Cache
-from ragsweep.chunker import TokenChunker
-from ragsweep.dataset import ClapNQ
+from ragsweep.store.cache import Cache
+from ragsweep.corpus.chunker import TokenChunker
+from ragsweep.corpus.dataset import ClapNQ
 from ragsweep.types import Document
 
 docs = list(ClapNQ().load().documents)
@@ -41,7 +41,7 @@ print("tables equal", ta.equals(tb), flush=True)
 
 # retriever.engine=ray: the first 300 chunks (2 blocks, the last partial) encoded by Ray actors
 import numpy as np
-from ragsweep.retriever.dense import DenseRetriever
+from ragsweep.rag.retriever.dense import DenseRetriever
 texts = [c.text for c in local[:300]]
 mine = np.array(DenseRetriever(device="cpu").embed_corpus(texts, Cache(Path(sys.argv[2]) / "local")))
 theirs = np.array(DenseRetriever(device="cpu", engine="ray", ray_address=sys.argv[1]).embed_corpus(texts, Cache(Path(sys.argv[2]) / "ray")))

@@ -138,7 +138,7 @@ def cli(cwd: Path, *args: str, env: dict | None = None, timeout: float = 240) ->
         **(env or {}),
     }
     full.pop("MLFLOW_TRACKING_URI", None)
-    return subprocess.run([PY, "-m", "ragsweep.cli", *args], cwd=cwd, env=full, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([PY, "-m", "ragsweep.pipeline.cli", *args], cwd=cwd, env=full, capture_output=True, text=True, timeout=timeout)
 
 
 def mlflow_runs(d: Path, experiment: str = "default") -> tuple[Any, list]:
@@ -214,9 +214,9 @@ class Script:
 
 @pytest.fixture
 def run_system_in(compose_cfg, tmp_path, monkeypatch):
-    """``run(base_url, *overrides)``: one system through ``ragsweep.pipeline.run_system``,
+    """``run(base_url, *overrides)``: one system through ``ragsweep.pipeline.system.run_system``,
     in-process (the CLI's own code path minus Hydra's process setup), stores in ``tmp_path``."""
-    from ragsweep.pipeline import run_system
+    from ragsweep.pipeline.system import run_system
 
     monkeypatch.setenv(KEY_ENV, "sk-test-faults")
     data = tiny_dataset(tmp_path)
@@ -319,7 +319,7 @@ def test_retry_after_below_the_cap_is_waited_for(run_system_in):
 
 
 def test_failures_above_max_failure_rate_end_the_run_failed(run_system_in, tmp_path):
-    from ragsweep.cache import Cache
+    from ragsweep.store.cache import Cache
     from ragsweep.errors import FailureRateExceeded
 
     script = Script({q: (lambda n: status(503)) for q in ("q1", "q2")})
@@ -493,7 +493,7 @@ def start_cli(cwd: Path, *args: str) -> subprocess.Popen:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "RAGSWEEP_CACHE_DIR": str(cwd / "cache"), "RAGSWEEP_STATE_DIR": str(cwd / "state")}
     env.pop("MLFLOW_TRACKING_URI", None)
     return subprocess.Popen(
-        [PY, "-m", "ragsweep.cli", *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [PY, "-m", "ragsweep.pipeline.cli", *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
 
 
@@ -543,7 +543,8 @@ def test_llamacpp_server_dying_mid_run_is_named_and_fails_the_run(tmp_path):
     # the interrupt must win at every moment of generation: a request in flight, between two
     # requests, while the client retries against the server the handler has just stopped
     # (SIGINT at 0.3 s and SIGTERM at 0 s, once here too, repeated what these three cover)
-    [("SIGINT", 0.0), ("SIGINT", 1.0), ("SIGTERM", 0.5)],
+    # (SIGHUP: the terminal closed, handled as SIGTERM; before, it killed ragsweep and left the server)
+    [("SIGINT", 0.0), ("SIGINT", 1.0), ("SIGTERM", 0.5), ("SIGHUP", 0.5)],
 )
 def test_signal_during_generation_stops_everything(tmp_path, sig, delay):
     import signal
@@ -557,7 +558,7 @@ def test_signal_during_generation_stops_everything(tmp_path, sig, delay):
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == {"SIGINT": 130, "SIGTERM": 143}[sig], err[-3000:]
+    assert proc.returncode == {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129}[sig], err[-3000:]
     assert "ragsweep: interrupted" in err and "Traceback" not in err, err[-3000:]
     assert wait_gone(entry["pid"], timeout=15), f"server pid {entry['pid']} left running"
     assert registered_servers(tmp_path / "state") == []

@@ -20,12 +20,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from omegaconf import OmegaConf
 
 from support.processes import wait_gone
 from support import TESTS
-from ragsweep.generator import ChatClient, ChatRequest, VLLMServer, build_client, find_orphans, stop_orphans
-from ragsweep.generator.server import pid_alive
-from ragsweep.generator.servers.errors import GPUMemoryError, ServerStartupError
+from ragsweep.rag.generator import ChatClient, ChatRequest, VLLMServer, build_client, find_orphans, stop_orphans
+from ragsweep.rag.generator.server import pid_alive
+from ragsweep.rag.generator.servers.errors import GPUMemoryError, ServerStartupError
 
 FAKE_VLLM = TESTS / "fixtures" / "fake_vllm"
 KEY = "sk-vllm-test-4a7c"
@@ -63,7 +64,7 @@ def test_vllm_key_in_the_environment_starts_fast_and_is_sent(fake_vllm, monkeypa
     srv.start()  # the old readiness check polled /v1/models, which answers 401 until the timeout
     assert time.monotonic() - t0 < 10
     assert srv.api_key == KEY
-    client = build_client({"server": {"_target_": "ragsweep.generator.server.VLLMServer"}, "max_retries": 0}, srv,
+    client = build_client({"server": {"_target_": "ragsweep.rag.generator.server.VLLMServer"}, "max_retries": 0}, srv,
                           progress=False)
     r = client.chat(ChatRequest.user("hello", max_tokens=8))
     assert r.ok, r.error
@@ -71,7 +72,7 @@ def test_vllm_key_in_the_environment_starts_fast_and_is_sent(fake_vllm, monkeypa
     bad = ChatClient(srv.base_url, srv.model_name, max_retries=0, progress=False).chat(ChatRequest.user("x"))
     assert not bad.ok and "401" in str(bad.error)
     # a sweep's job reaches the same server through the variable's name, never the key itself
-    from ragsweep.sweep import AttachedServer
+    from ragsweep.pipeline.sweep import AttachedServer
 
     info = {"base_url": srv.base_url, "model_name": srv.model_name, "kind": "vllm", "api_key_env": srv.api_key_env}
     assert AttachedServer(info).api_key == KEY and KEY not in json.dumps(info)
@@ -99,8 +100,8 @@ def vllm_pair(compose_cfg, *extra: str):
 
 
 def test_sweep_generator_and_vllm_judge_share_one_gpu(fake_vllm, compose_cfg):
-    from ragsweep.evaluator.judge import Judge
-    from ragsweep.sweep import SweepCallback
+    from ragsweep.judge.llm_judge import Judge
+    from ragsweep.pipeline.sweep import SweepCallback
 
     cfg = vllm_pair(compose_cfg)
     sweep = SweepCallback()
@@ -120,7 +121,7 @@ def test_sweep_generator_and_vllm_judge_share_one_gpu(fake_vllm, compose_cfg):
 
 
 def test_explicit_shares_that_cannot_fit_name_both_servers(fake_vllm, compose_cfg, caplog):
-    from ragsweep.sweep import SweepCallback
+    from ragsweep.pipeline.sweep import SweepCallback
 
     cfg = vllm_pair(compose_cfg, "generator.server.gpu_memory_utilization=0.9",
                     "evaluator.judge.server.gpu_memory_utilization=0.9")
@@ -191,10 +192,127 @@ def test_fake_vllm_refuses_like_vllm_when_memory_is_short(fake_vllm):
         srv.start()
 
 
+# -- issue 35: vLLM's root cause on screen, its start on the terminal, the GPU's free memory -------
+def test_a_failed_vllm_start_names_its_root_cause_and_fix_not_the_tail(fake_vllm):
+    """vLLM's error sits in its EngineCore's lines, ~40 lines above the log's tail (the API
+    server's traceback "See root cause above"): the error message names it and the fix."""
+    budget = Path(os.environ["FAKE_VLLM_GPU"])
+    budget.with_suffix(".claims.json").write_text(json.dumps({str(os.getpid()): {"gib": 60, "model": "other"}}))
+    srv = VLLMServer(model="fake/generator", startup_timeout_s=20)
+    fake_vllm.append(srv)
+    with pytest.raises(ServerStartupError) as err:
+        srv.start()
+    lines = str(err.value).splitlines()
+    assert lines[0].startswith("the vllm server (pid ") and "ended during startup" in lines[0]
+    assert lines[1].startswith("root cause (line ") and lines[1].endswith(
+        "ValueError: Free memory on device cuda:0 (20.00/80.00 GiB) on startup is less than desired GPU memory "
+        "utilization (0.9, 72.00 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.")
+    assert lines[2] == ("fix: the GPU has 20 of 80 GiB free, less than vLLM's share of it: free the GPU (what holds it "
+                        "is listed below), or lower generator.server.gpu_memory_utilization to at most 0.23")
+    shown_tail = str(err.value).split("last lines of its log:")[1]
+    assert "See root cause above" in shown_tail and "Free memory" not in shown_tail  # the tail alone says nothing
+
+
+def test_the_judges_server_is_named_by_its_own_config_keys(fake_vllm, compose_cfg, monkeypatch):
+    from ragsweep.judge.llm_judge import Judge
+
+    judge_cfg = vllm_pair(compose_cfg).evaluator.judge
+    monkeypatch.setenv("FAKE_VLLM_FAIL", "kv_cache")
+    judge = Judge.from_spec(judge_cfg)
+    with pytest.raises(ServerStartupError) as err:
+        judge.start()
+    fake_vllm.append(judge.server)
+    assert "fix: the KV cache left beside the weights cannot hold one request of the model's full length (32768 " \
+           "tokens): set evaluator.judge.server.max_model_len=9824 or lower" in str(err.value)
+    # a start that takes longer than its timeout names the key to raise
+    monkeypatch.delenv("FAKE_VLLM_FAIL")
+    monkeypatch.setenv("FAKE_VLLM_LOAD_S", "30")
+    judge = Judge.from_spec(OmegaConf.merge(judge_cfg, {"server": {"startup_timeout_s": 1}}))
+    with pytest.raises(ServerStartupError, match=r"raise evaluator\.judge\.server\.startup_timeout_s if it is just slow"):
+        judge.start()
+    fake_vllm.append(judge.server)
+    srv = VLLMServer(model="fake/generator", startup_timeout_s=1)
+    fake_vllm.append(srv)
+    with pytest.raises(ServerStartupError, match=r"raise generator\.server\.startup_timeout_s if it is just slow"):
+        srv.start()
+
+
+def test_a_slow_vllm_start_shows_model_log_and_seconds_on_the_terminal(fake_vllm, monkeypatch, capfd):
+    monkeypatch.setenv("FAKE_VLLM_LOAD_S", "3.5")
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    srv = VLLMServer(model="fake/generator", startup_timeout_s=30)
+    fake_vllm.append(srv)
+    srv.start()
+    err = capfd.readouterr().err.splitlines()
+    status = [line for line in err if line.startswith("starting the vllm server for fake/generator: ")]
+    assert status and f"(log: {srv.log_path})" in status[0], err
+    assert any(line.startswith("the vllm server for fake/generator is up after ") for line in err), err
+
+
+def test_vllm_does_not_start_when_the_gpu_is_not_free_and_says_what_holds_it(fake_vllm, monkeypatch, tmp_path):
+    """The driver (a fake NVML) says 40 GiB of the 80 GiB H100 are held by another process:
+    a 0.9 share cannot fit; nothing starts, and the error names the process and the fix."""
+    from support.gpus import H100, use_fake_nvml
+
+    from ragsweep.rag.gpus import command_of
+
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)  # not ours
+    deadline = time.monotonic() + 10
+    while "sleep" not in command_of(holder.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        use_fake_nvml(monkeypatch, tmp_path, {**H100, "total_gib": 80, "processes": [{"pid": holder.pid, "used_gib": 40}]})
+        srv = VLLMServer(model="fake/generator", startup_timeout_s=20)
+        fake_vllm.append(srv)
+        with pytest.raises(GPUMemoryError) as err:
+            srv.start()
+        assert srv.pid is None  # refused before anything started
+        msg = str(err.value)
+        assert "the vLLM server for 'fake/generator' (generator.server.gpu_memory_utilization 0.9) cannot start" in msg
+        assert "GPU 0 (NVIDIA H100 80GB HBM3): 40.0 of 80.0 GiB free, 72.0 GiB asked (0.9 x 80.0)" in msg
+        assert f"pid {holder.pid} (python -c import time; time.sleep(60)) holds 40.0 GiB" in msg
+        assert "lower generator.server.gpu_memory_utilization to at most 0.48" in msg
+        # a share that fits starts
+        ok = VLLMServer(model="fake/generator", gpu_memory_utilization=0.45, startup_timeout_s=20)
+        fake_vllm.append(ok)
+        ok.start()
+        assert ok.running
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_device_auto_stays_on_the_cpu_beside_a_vllm_server_of_the_run(compose_cfg, monkeypatch, caplog):
+    import torch
+
+    from ragsweep.rag import devices
+    from ragsweep.rag.retriever.dense import DenseRetriever
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    devices._said.clear()
+    try:
+        assert devices.plan(compose_cfg("generator=vllm")) is not None
+        with caplog.at_level(logging.WARNING, logger="ragsweep.rag.devices"):
+            assert DenseRetriever(model="minilm", device="auto").device == "cpu"
+            assert DenseRetriever(model="minilm", device="cuda").device == "cuda"  # asked for: kept
+        assert [r.getMessage() for r in caplog.records] == [
+            "retriever.device=auto runs on the CPU: the vLLM server of generator.server shares that GPU (its memory "
+            "would count against vLLM's share): set device=cuda (e.g. retriever.device=cuda) to put it there anyway, "
+            "beside a lower generator.server.gpu_memory_utilization"]
+        assert devices.plan(compose_cfg("evaluator=llm", "server@evaluator.judge.server=vllm")) is not None
+        # a vLLM server on another GPU, or none: auto follows torch
+        assert devices.plan(compose_cfg("generator=vllm", "+generator.server.env={CUDA_VISIBLE_DEVICES: '1'}")) is None
+        assert devices.plan(compose_cfg()) is None
+        assert DenseRetriever(model="minilm", device="auto").device == "cuda"
+    finally:
+        devices._beside = None
+
+
 # -- 3: a vLLM left by a killed sweep ----------------------------------------------------------------
 ORPHAN_CHILD = textwrap.dedent("""
     import os, signal, sys
-    from ragsweep.generator.server import VLLMServer
+    from ragsweep.rag.generator.server import VLLMServer
     srv = VLLMServer(model="fake/orphan", executable=sys.argv[1] or None, startup_timeout_s=30)
     srv.start()
     print(srv.pid, flush=True)
@@ -228,7 +346,7 @@ def test_vllm_left_by_a_killed_sweep_is_found_and_stopped_with_its_worker(fake_v
 
 
 def test_registry_ignores_a_reused_pid(tmp_path):
-    from ragsweep.generator.servers import process
+    from ragsweep.rag.generator.servers import process
 
     entry = {"pid": os.getpid(), "pgid": os.getpid(), "owner_pid": 999999999, "argv": [sys.executable],
              "start_time": (process.start_time(os.getpid()) or 0) + 1}
@@ -256,7 +374,7 @@ def test_vllm_command_line(monkeypatch):
     assert VLLMServer(model="m", executable="/opt/vllm/bin/vllm").command(1)[:2] == ["/opt/vllm/bin/vllm", "serve"]
 
 
-# -- 4: faiss-cpu and faiss-gpu-cu12 ----------------------------------------------------------------
+# -- 4: faiss-cpu and faiss-gpu ---------------------------------------------------------------------
 def test_no_extra_installs_faiss_gpu_beside_faiss_cpu():
     import tomllib
 
@@ -267,9 +385,32 @@ def test_no_extra_installs_faiss_gpu_beside_faiss_cpu():
     assert project["optional-dependencies"]["vllm"] == ["vllm>=0.27.1,<0.33"]
 
 
+def test_the_gpu_page_installs_what_runs_on_ampere_hopper_and_blackwell():
+    """The GPU install of docs/gpu.md is the faiss wheel ragsweep recommends (faiss-gpu-cu12 has no
+    code for Hopper or Blackwell), says vLLM 0.32 needs Python 3.11 and what the cu128 torch rules
+    out, and its vLLM range is the extra's (which the doctor reads)."""
+    import tomllib
+
+    from ragsweep.pipeline import doctor
+    from ragsweep.rag.retriever import faiss_gpu
+
+    gpu = (TESTS.parent / "docs" / "gpu.md").read_text()
+    assert faiss_gpu.fix().endswith("(docs/gpu.md)")  # where the fix of a wrong faiss wheel points
+    at = gpu.index("**Install**")
+    install = gpu[at:gpu.index("ragsweep-doctor --gpu", at)]
+    assert f"pip install '{faiss_gpu.RECOMMENDED}'" in install and "faiss-gpu-cu12" not in install
+    assert "Python 3.11 or\nnewer for vLLM 0.32" in gpu and "**means no vLLM**" in gpu
+    assert "`numba==0.65.0`" in gpu and "`transformers>=5.16.1,<5.20`" in gpu and "HF_TOKEN" in gpu and "tmux" in gpu
+    for generation in ("Ampere", "Hopper", "Blackwell"):
+        row = next(line for line in gpu.splitlines() if line.startswith(f"| {generation}"))
+        assert "faiss-gpu 1.15.1" in row, row
+    extra = tomllib.loads((TESTS.parent / "pyproject.toml").read_text())["project"]["optional-dependencies"]["vllm"]
+    assert extra == [f"vllm{doctor.VLLM_RANGE}"] and f"vllm{doctor.VLLM_RANGE}" in gpu
+
+
 def test_dense_on_cuda_says_once_at_warning_which_index_it_uses(caplog, tmp_path):
-    from ragsweep.retriever import faiss_index
-    from ragsweep.retriever.dense import DenseRetriever
+    from ragsweep.rag.retriever import faiss_index
+    from ragsweep.rag.retriever.dense import DenseRetriever
     from ragsweep.types import Chunk
 
     faiss_index._said.clear()
@@ -282,7 +423,7 @@ def test_dense_on_cuda_says_once_at_warning_which_index_it_uses(caplog, tmp_path
         r._build(chunks, None)
         return r
 
-    with caplog.at_level(logging.INFO, logger="ragsweep.retriever.dense"):
+    with caplog.at_level(logging.INFO, logger="ragsweep.rag.retriever.dense"):
         r = build()
         build()
     said = [rec for rec in caplog.records if "dense index" in rec.getMessage()]
@@ -293,10 +434,50 @@ def test_dense_on_cuda_says_once_at_warning_which_index_it_uses(caplog, tmp_path
     assert r._index.ntotal == 5
 
 
+DENSE_ON_CUDA = textwrap.dedent("""
+    import logging, sys
+    import numpy as np
+    from ragsweep.rag.retriever.dense import DenseRetriever
+    from ragsweep.types import Chunk, Query
+
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(message)s")
+    rng = np.random.default_rng(0)
+    chunks = [Chunk(chunk_id=f"d{i}:0", doc_id=f"d{i}", text=f"text {i}", start=0, end=6) for i in range(5)]
+    r = DenseRetriever(model="minilm", device="cuda")
+    r.embed = lambda texts, cache, desc="", **kw: rng.standard_normal((len(texts), 8)).astype(np.float32)
+    r._build(chunks, None)
+    hits = r._search(["text 1"], 2, None)
+    print(type(r._index).__name__, len(hits[0][0]), flush=True)
+""")
+
+
+def test_a_faiss_gpu_build_without_code_for_the_gpu_falls_back_to_the_cpu(monkeypatch):
+    """A faiss GPU wheel whose kernels were not compiled for this GPU (faiss-gpu-cu12 on an H100)
+    abort()s the process at its first search. The run must keep the index on the CPU and say why
+    once, not die by SIGABRT."""
+    from support.gpus import FAKE_FAISS_GPU, prepend_path
+
+    prepend_path(monkeypatch, FAKE_FAISS_GPU)
+    monkeypatch.setenv("FAKE_FAISS_DEVICE_CC", "9.0")
+    monkeypatch.setenv("FAKE_FAISS_ARCHS", "7.0,8.0")
+    proc = subprocess.run([sys.executable, "-c", DENSE_ON_CUDA], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"rc={proc.returncode}: {proc.stderr[-3000:]}"
+    assert proc.stdout.split() == ["IndexFlatIP", "2"]
+    said = [line for line in proc.stderr.splitlines() if "dense index" in line]
+    assert len(said) == 1 and said[0].startswith("WARNING retriever.device=cuda: the dense index is IndexFlatIP on the CPU")
+    assert "killed by SIGABRT" in said[0] and "no kernel image is available" in said[0]
+    assert "pip install 'faiss-gpu>=1.15.1,<1.16'" in said[0]
+    # the same fake on a GPU its code covers: the index moves to the GPU
+    monkeypatch.setenv("FAKE_FAISS_DEVICE_CC", "8.6")
+    proc = subprocess.run([sys.executable, "-c", DENSE_ON_CUDA], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.split() == ["GpuIndexFlatIP", "2"], proc.stderr[-3000:]
+    assert "is GpuIndexFlatIP on GPU 0" in proc.stderr
+
+
 # -- 5: generator.stop, against the real llama.cpp server --------------------------------------------
 @pytest.mark.slow
 def test_generator_stop_reaches_the_real_llamacpp_server(compose_cfg, tmp_path):
-    from ragsweep.pipeline import run_system
+    from ragsweep.pipeline.system import run_system
 
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps(r) + "\n" for r in [
@@ -328,8 +509,8 @@ def test_generator_stop_reaches_the_real_llamacpp_server(compose_cfg, tmp_path):
 
 # -- 6: client defaults follow the server kind -----------------------------------------------------
 def test_client_defaults_follow_vllm_whichever_way_it_is_selected(compose_cfg, fake_vllm):
-    from ragsweep.evaluator.judge import Judge
-    from ragsweep.generator.servers.defaults import client_defaults
+    from ragsweep.judge.llm_judge import Judge
+    from ragsweep.rag.generator.servers.defaults import client_defaults
 
     swapped = compose_cfg("server@generator.server=vllm", "generator.server.model=fake/generator")
     srv = VLLMServer(model="fake/generator", startup_timeout_s=20)

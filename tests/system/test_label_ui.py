@@ -36,7 +36,7 @@ def test_a_person_adds_a_human_label_in_the_mlflow_ui_and_ragsweep_reads_it(tmp_
     from mlflow.tracking import MlflowClient
     from playwright.sync_api import sync_playwright
 
-    from ragsweep import labels as L
+    from ragsweep.analysis import labels as L
     from ragsweep.tracking import labels as TL
     from ragsweep.tracking.traces import send_traces
 

@@ -1,7 +1,7 @@
 """A 2-job sweep under each Hydra launcher: one MLflow parent, two FINISHED children, one shared
 llama.cpp server that every job talks to and that is gone afterwards.
 
-Each test runs ``python -m ragsweep.cli -m ...`` in a scratch directory with its own cache, its
+Each test runs ``python -m ragsweep.pipeline.cli -m ...`` in a scratch directory with its own cache, its
 own MLflow store and its own server registry (``RAGSWEEP_STATE_DIR``), on a 3-document corpus.
 The submitit and Ray tests skip when their Hydra plugin is not installed (``.[slurm]``,
 ``.[ray]``).
@@ -25,7 +25,7 @@ import pytest
 from support import SRC
 from support.processes import descendants
 from support.ray_cluster import local_cluster
-from ragsweep.generator.server import LlamaCppServer, pid_alive
+from ragsweep.rag.generator.server import LlamaCppServer, pid_alive
 
 PY = sys.executable
 
@@ -65,7 +65,7 @@ def sweep_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 def sweep_cmd(*args: str) -> list[str]:
-    return [PY, "-m", "ragsweep.cli", "-m", *args]
+    return [PY, "-m", "ragsweep.pipeline.cli", "-m", *args]
 
 
 def mlflow_runs(tmp_path: Path, experiment: str = "default"):
@@ -290,7 +290,7 @@ def test_jobs_on_another_node_do_not_attach_to_the_sweeps_loopback_server(tmp_pa
     """SLURM / a Ray cluster: the sweep's server listens on the launching node's 127.0.0.1."""
     import socket
 
-    from ragsweep import sweep
+    from ragsweep.pipeline import sweep
 
     info = {"parent_run_id": "p", "server": {"spec": "s", "base_url": "http://127.0.0.1:1/v1", "model_name": "m"}}
     path = tmp_path / ".ragsweep_sweep.json"
@@ -306,7 +306,7 @@ def test_jobs_on_another_node_do_not_attach_to_the_sweeps_loopback_server(tmp_pa
 def test_no_shared_server_when_jobs_run_on_other_machines():
     from omegaconf import OmegaConf
 
-    from ragsweep.sweep import runs_remotely
+    from ragsweep.pipeline.sweep import runs_remotely
 
     def cfg(launcher):
         return OmegaConf.create({"hydra": {"launcher": launcher}})
@@ -322,9 +322,9 @@ def test_llm_judge_attaches_to_the_sweeps_shared_server(compose_cfg):
     """evaluator=llm whose judge server equals the sweep's generator server: no second server."""
     from hydra.utils import instantiate
 
-    from ragsweep.evaluator.judge import Judge
-    from ragsweep.pipeline import share_judge_server
-    from ragsweep.sweep import AttachedServer, server_spec
+    from ragsweep.judge.llm_judge import Judge
+    from ragsweep.pipeline.judging import share_judge_server
+    from ragsweep.pipeline.sweep import AttachedServer, server_spec
 
     cfg = compose_cfg("evaluator=llm")
     shared = AttachedServer({"spec": server_spec(cfg.generator.server), "base_url": "http://127.0.0.1:9/v1", "model_name": "smollm2"})

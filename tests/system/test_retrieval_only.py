@@ -28,7 +28,7 @@ NEEDS_RESPONSE = ("ragchecker/overall/f1", "ragchecker/overall/recall", "ragchec
 @pytest.fixture
 def spy_checks(monkeypatch):
     """Every (claim, reference) pair the offline checker is asked to label, in order."""
-    from ragsweep.evaluator.offline import OfflineChecker
+    from ragsweep.judge.offline import OfflineChecker
 
     seen: list[tuple[str, str]] = []
     real = OfflineChecker.check_pairs
@@ -48,8 +48,8 @@ def _ledger(client, run, dest: Path) -> dict:
 
 @pytest.mark.slow  # one pipeline run (chunker tokenizer, MLflow store): a few seconds
 def test_generator_none_retrieves_and_judges_retrieval_only(compose_cfg, tmp_path, monkeypatch):
-    import ragsweep.generator as gen
-    from ragsweep.pipeline import run_system
+    import ragsweep.rag.generator as gen
+    from ragsweep.pipeline.system import run_system
 
     def no_client(*a, **k):  # nothing may be generated
         raise AssertionError("a retrieval-only run built a generator client")
@@ -81,7 +81,7 @@ def test_generator_none_retrieves_and_judges_retrieval_only(compose_cfg, tmp_pat
 
 @pytest.mark.slow  # two pipeline runs
 def test_a_sweep_over_k_checks_the_chunks_two_points_share_once(compose_cfg, tmp_path, spy_checks):
-    from ragsweep.pipeline import run_system
+    from ragsweep.pipeline.system import run_system
 
     seed_mlflow(tmp_path)
     base = [*tiny_dataset(tmp_path), *stores(tmp_path), *JUDGE, "generator=none"]
@@ -96,7 +96,7 @@ def test_a_sweep_over_k_checks_the_chunks_two_points_share_once(compose_cfg, tmp
 
 @pytest.mark.slow  # two pipeline runs, one against the fake OpenAI server
 def test_a_full_run_after_a_retrieval_only_run_rejudges_none_of_its_claims(compose_cfg, tmp_path, monkeypatch, spy_checks):
-    from ragsweep.pipeline import run_system
+    from ragsweep.pipeline.system import run_system
 
     monkeypatch.setenv(KEY_ENV, "sk-test")
     seed_mlflow(tmp_path)
@@ -128,7 +128,7 @@ def test_oracle_returns_the_chunks_overlapping_the_relevant_spans_ranked_by_over
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
-    from ragsweep.config import CONF_DIR
+    from ragsweep.pipeline.config import CONF_DIR
 
     oracle = instantiate(OmegaConf.load(CONF_DIR / "retriever" / "oracle.yaml"))
     assert oracle.name == "oracle" and oracle.top_k == 4
@@ -147,7 +147,7 @@ def test_oracle_returns_the_chunks_overlapping_the_relevant_spans_ranked_by_over
 def test_bounds_leave_the_frame_and_show_the_share_of_headroom():
     import pandas as pd
 
-    from ragsweep.report import bounds
+    from ragsweep.analysis.report import bounds
 
     M = "ragchecker/retriever/claim_recall"
     F = "ragchecker/overall/f1"
@@ -220,13 +220,13 @@ def test_retrieval_only_topk_sweep_matches_its_expected_results(tmp_path):
            "TRANSFORMERS_OFFLINE": "1", "RAGSWEEP_MLFLOW_TRACES": "sync", "RAGSWEEP_STATE_DIR": str(tmp_path / "state")}
     env.pop("MLFLOW_TRACKING_URI", None)
     sweep = subprocess.run(
-        [sys.executable, "-m", "ragsweep.cli", "-q", "-m", "+experiment=ragchecker_topk_retrieval", "dataset.limit=5",
+        [sys.executable, "-m", "ragsweep.pipeline.cli", "-q", "-m", "+experiment=ragchecker_topk_retrieval", "dataset.limit=5",
          "retriever.top_k=5,20", "evaluator.checker.model=none", "evaluator.ragas=false", f"mlflow.tracking_uri={uri}",
          f"mlflow.artifact_location={tmp_path / 'art'}", f"hydra.sweep.dir={tmp_path / 'multirun'}"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert sweep.returncode == 0, sweep.stderr[-3000:]
     check = subprocess.run(
-        [sys.executable, "-m", "ragsweep.report", "--experiment", "ragchecker_topk_retrieval", "--tracking-uri", uri,
+        [sys.executable, "-m", "ragsweep.analysis.report", "--experiment", "ragchecker_topk_retrieval", "--tracking-uri", uri,
          "--out", str(tmp_path / "report"), "--check"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert check.returncode == 0, check.stdout[-2000:] + check.stderr[-2000:]
     directions = (tmp_path / "report" / "directions.md").read_text()

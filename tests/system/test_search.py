@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from ragsweep import search
-from ragsweep.search import Entry, decide_rung, job_return
+from ragsweep.analysis import search
+from ragsweep.analysis.search import Entry, decide_rung, job_return
 
 
 def _vals(mean, n=30, spread=0.05, seed=0):
@@ -55,13 +55,15 @@ def test_rung_drops_significantly_worse_and_ranked_out_systems_only():
     best = _vals(0.80, seed=1)
     alt = [0.2 if i % 2 else -0.2 for i in range(len(best))]  # noisy differences with an exact mean
 
-    def shifted(by):
-        return {q: v + a - by for (q, v), a in zip(best.items(), alt)}
+    def shifted(by, sign=1.0):
+        return {q: v + sign * a - by for (q, v), a in zip(best.items(), alt)}
 
     entries = [
         Entry("best", best),
         Entry("tied_high", shifted(0.01)),  # not significantly worse, ranked 2nd: promoted
-        Entry("tied_low", shifted(0.02)),  # not significantly worse, but ranked out (keep 2)
+        # not significantly worse than any system (its noise is the opposite of tied_high's, so the two
+        # differ by +-0.4, not by exactly 0.01 on every question: that would show tied_high better), ranked out
+        Entry("tied_low", shifted(0.02, sign=-1.0)),
         Entry("much_worse", _vals(0.40, seed=4)),  # significantly worse than the best
         Entry("failed", None, error="boom"),
     ]
@@ -175,7 +177,7 @@ def test_halving_sweep_end_to_end_logs_rungs_and_promoted_systems_reuse_the_cach
         else:
             assert c.data.metrics["cache/generation/hits"] == 0
     # the report shows the rungs, the Pareto front and the tie set
-    from ragsweep.report.cli import build_report
+    from ragsweep.analysis.report.cli import build_report
 
     rep = build_report(f"sqlite:///{tmp_path}/mlruns/mlflow.db", "default", None, str(tmp_path / "report"))
     md = (rep.out / "search.md").read_text()
@@ -188,7 +190,7 @@ def test_halving_sweep_end_to_end_logs_rungs_and_promoted_systems_reuse_the_cach
 def test_optuna_sweep_end_to_end_maximises_the_declared_objective(tmp_path):
     from test_launchers import mlflow_runs, parents_and_children
 
-    # conf/config.yaml registers ragsweep.search.SearchCallback: the direction comes from the registry
+    # conf/config.yaml registers ragsweep.analysis.search.SearchCallback: the direction comes from the registry
     proc = _sweep(tmp_path, "retriever.top_k=1,2", "hydra/sweeper=optuna", "hydra.sweeper.n_trials=2", "hydra.sweeper.n_jobs=1")
     assert "Directions: ['maximize']" in proc.stdout + proc.stderr
     parents, children = parents_and_children(mlflow_runs(tmp_path))

@@ -16,7 +16,7 @@ import pytest
 
 from support.processes import wait_gone
 from support import TESTS
-from ragsweep.generator import (
+from ragsweep.rag.generator import (
     ChatClient,
     ChatRequest,
     ExecutableNotFoundError,
@@ -29,7 +29,7 @@ from ragsweep.generator import (
     find_orphans,
     stop_orphans,
 )
-from ragsweep.generator.server import VLLM_MISSING, pid_alive, port_is_free
+from ragsweep.rag.generator.server import VLLM_MISSING, pid_alive, port_is_free
 
 ROOT = TESTS.parent
 FAKE = str(TESTS / "fake_openai_server.py")
@@ -76,7 +76,7 @@ def test_configured_port_in_use_is_a_clear_error(state):
 
 
 def test_configured_free_port_is_used(state):
-    from ragsweep.generator.server import free_port
+    from ragsweep.rag.generator.server import free_port
 
     port = free_port()
     with ManagedServer(fake_command(), port=port, state_dir=state) as srv:
@@ -307,7 +307,7 @@ def test_crash_during_startup_is_diagnosed_too(state, tmp_path):
 
 
 def test_describe_exit():
-    from ragsweep.generator.servers.process import describe_exit
+    from ragsweep.rag.generator.servers.process import describe_exit
 
     assert describe_exit(-11) == "killed by SIGSEGV (signal 11)"
     assert describe_exit(3) == "exit status 3"
@@ -316,7 +316,7 @@ def test_describe_exit():
     assert "build_llama_cpp" in llama.crash_hint(139)  # a shell wrapper's 128+SIGSEGV
     assert llama.crash_hint(-signal.SIGKILL).startswith("likely cause: SIGKILL")
     assert llama.crash_hint(1) is None and ManagedServer().crash_hint(-11) is None
-    from ragsweep.generator.servers.llamacpp import rebuild_command
+    from ragsweep.rag.generator.servers.llamacpp import rebuild_command
 
     assert rebuild_command() == f"cd {ROOT} && {sys.executable} scripts/build_llama_cpp.py"
 
@@ -325,7 +325,7 @@ def test_describe_exit():
 CHILD = textwrap.dedent(
     """
     import os, sys, time
-    from ragsweep.generator.server import ManagedServer
+    from ragsweep.rag.generator.server import ManagedServer
     srv = ManagedServer(lambda p: [sys.executable, {fake!r}, "--port", str(p), "--max-seconds", "60"],
                         state_dir={state!r}).start()
     print(srv.pid, flush=True)
@@ -348,7 +348,7 @@ def run_child(mode: str, state: Path) -> tuple[subprocess.Popen, int]:
     return child, int(line)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])  # SIGHUP: the terminal closed
 def test_parent_signal_stops_server_and_keeps_exit_code(state, sig):
     child, server_pid = run_child("wait", state)
     try:
@@ -360,7 +360,7 @@ def test_parent_signal_stops_server_and_keeps_exit_code(state, sig):
             child.kill()
     # SIGTERM: death by the signal; SIGINT: KeyboardInterrupt, which Python also reports as the signal
     assert rc in (-sig, 128 + sig, 1)
-    if sig == signal.SIGTERM:
+    if sig in (signal.SIGTERM, signal.SIGHUP):
         assert rc == -sig
     assert wait_gone(server_pid, 5)
     assert not list((state / "servers").glob("*.json"))
@@ -411,8 +411,8 @@ def test_llamacpp_server_answers_and_stops(state):
 
 
 def test_llama_threads_one_process_per_core_or_prompt_on_all_decode_on_half(monkeypatch):
-    from ragsweep.generator.servers import llamacpp
-    from ragsweep.generator.servers.llamacpp import LlamaCppServer
+    from ragsweep.rag.generator.servers import llamacpp
+    from ragsweep.rag.generator.servers.llamacpp import LlamaCppServer
 
     monkeypatch.setattr(llamacpp, "usable_cpus", lambda: 2)
     srv = LlamaCppServer()  # replicas=auto: one process per core (at most 4), one thread each
@@ -434,7 +434,7 @@ def test_llama_threads_one_process_per_core_or_prompt_on_all_decode_on_half(monk
 
 def test_usable_cpus_reads_the_containers_cpu_quota(tmp_path):
     """``replicas: auto`` and the thread defaults count the cores a container may use, not the host's."""
-    from ragsweep.generator.servers.llamacpp import usable_cpus
+    from ragsweep.rag.generator.servers.llamacpp import usable_cpus
 
     allowed = len(os.sched_getaffinity(0))
     assert usable_cpus(tmp_path / "none") == allowed  # no cgroup files: the affinity mask
@@ -469,7 +469,7 @@ class FakeLlamaCpp(LlamaCppServer):
 
 
 def test_llamacpp_replicas_start_side_by_side_answer_and_stop_together(state):
-    from ragsweep.generator.servers.defaults import client_setting
+    from ragsweep.rag.generator.servers.defaults import client_setting
 
     srv = FakeLlamaCpp(replicas=3, state_dir=state, startup_timeout_s=20)
     srv.start()

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from ragsweep.generator.server import LlamaCppServer, pid_alive
+from ragsweep.rag.generator.server import LlamaCppServer, pid_alive
 from test_launchers import (  # the tests folder is on sys.path (pytest's default import mode)
     llama_server_pids,
     mlflow_runs,

@@ -32,9 +32,9 @@ def _dataset(d):
 
 @pytest.mark.slow  # two pipeline runs (tokenizer, MLflow store): a few seconds
 def test_warm_run_does_not_open_the_corpus_and_gives_the_same_results(compose_cfg, tmp_path, monkeypatch):
-    import ragsweep.dataset.loaders as loaders
-    from ragsweep.pipeline import run_system
-    from ragsweep.prompt import PromptTemplate
+    import ragsweep.corpus.dataset.loaders as loaders
+    from ragsweep.pipeline.system import run_system
+    from ragsweep.rag.prompt import PromptTemplate
 
     prompts: list[str] = []  # every prompt the runs built (retrieval-only runs build them too)
     fit = PromptTemplate.fit

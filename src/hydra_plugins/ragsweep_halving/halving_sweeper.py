@@ -2,15 +2,17 @@
 
 Rung ``i`` runs every surviving system with ``<fidelity>=rungs[i]`` (by default
 ``dataset.limit``: 20 -> 60 -> 180 questions), through the configured launcher, as ordinary
-child runs of the sweep's parent run. After each rung :func:`ragsweep.search.decide_rung` keeps
-the systems that are neither significantly worse than the rung's best (comparison with the best
-over the questions every system of the rung scored: a permutation test of the range of the
-system means, which drops any of k tied systems with probability at most ``alpha``) nor ranked
-out (below ``ceil(keep * n)``). Per-question values come back in each job's
+child runs of the sweep's parent run. After each rung :func:`ragsweep.analysis.search.decide_rung` keeps
+the systems that are neither significantly worse than another system of the rung (comparison with
+the best over the questions every system of the rung scored: studentized paired comparisons,
+:func:`ragsweep.analysis.best.drop_p`) nor ranked out (below ``ceil(keep * n)``). The sweep's
+``alpha`` is spent across the rungs: each tests at ``alpha / len(rungs)``, so the chance that a
+system whose true mean is the best is dropped as worse anywhere in the sweep is at most about
+``alpha`` (Bonferroni over the rungs). Per-question values come back in each job's
 return value (or, for a system a resumed sweep skipped, from its ``records.json``).
 
 Every rung's decisions go to the parent run: the artifact ``rungs.json``, the tag
-``ragsweep.rungs`` (one line: systems per rung and the winner) and ``ragsweep.search=halving``.
+``ragsweep.rungs`` (one line: systems per rung and the winner) and ``ragsweep.analysis.search=halving``.
 A promoted system re-uses the lower rung's work: its first questions' retrieval, prompts,
 generations and judgements are cache hits (the cache is content-addressed), so a rung pays only
 for its new questions.
@@ -49,6 +51,10 @@ class HalvingSweeper(Sweeper):
             raise ValueError(f"hydra.sweeper.rungs ({self.rungs}) must be a non-empty list of positive {fidelity} values")
         if not 0 < self.keep <= 1:
             raise ValueError(f"hydra.sweeper.keep ({self.keep}) must be a fraction in (0, 1]")
+        if not 0 < self.alpha < 1:
+            raise ValueError(f"hydra.sweeper.alpha ({self.alpha}) must be in (0, 1): the sweep's chance of dropping a best system")
+        #: each rung's share of the sweep's alpha (Bonferroni over the rungs)
+        self.rung_alpha = self.alpha / len(self.rungs)
         self.config: Optional[DictConfig] = None
         self.launcher: Any = None
         self.hydra_context: Optional[HydraContext] = None
@@ -78,7 +84,7 @@ class HalvingSweeper(Sweeper):
 
     # -- sweep ----------------------------------------------------------------------------------
     def sweep(self, arguments: List[str]) -> Any:
-        from ragsweep import search
+        from ragsweep.analysis import search
 
         assert self.config is not None and self.launcher is not None
         objective = self.objective or search.objectives(self.config)[0]
@@ -95,9 +101,10 @@ class HalvingSweeper(Sweeper):
             returns_all.append(rets)
             entries = [self._entry(ov, ret, objective) for ov, ret in zip(alive, rets)]
             keep_n = max(1, math.ceil(self.keep * len(entries)))
-            decisions = search.decide_rung(entries, keep=keep_n, alpha=self.alpha, higher_is_better=hib, final=final)
+            decisions = search.decide_rung(entries, keep=keep_n, alpha=self.rung_alpha, higher_is_better=hib, final=final)
             self.rung_log.append({"rung": i, "limit": limit, "fidelity": self.fidelity, "objective": objective,
-                                  "keep": keep_n, "final": final, "alpha": self.alpha, "decisions": decisions})
+                                  "keep": keep_n, "final": final, "alpha": self.rung_alpha, "sweep_alpha": self.alpha,
+                                  "decisions": decisions})
             self._log_rungs()
             survivors = set(search.promoted(decisions))
             log.info("rung %d (%s=%d): %d systems -> %s", i, self.fidelity, limit, len(entries),
@@ -120,7 +127,7 @@ class HalvingSweeper(Sweeper):
         return out
 
     def _entry(self, overrides: list[str], ret: Any, objective: str) -> Any:
-        from ragsweep import search
+        from ragsweep.analysis import search
 
         system = self.labels.get(" ".join(overrides), " ".join(overrides))
         try:
@@ -137,7 +144,7 @@ class HalvingSweeper(Sweeper):
 
     # -- MLflow ---------------------------------------------------------------------------------
     def _sweep_info(self) -> tuple[Path | None, dict[str, Any]]:
-        from ragsweep.sweep import ENV_SWEEP_FILE
+        from ragsweep.pipeline.sweep import ENV_SWEEP_FILE
 
         path = os.environ.get(ENV_SWEEP_FILE)
         if not path:
@@ -150,7 +157,7 @@ class HalvingSweeper(Sweeper):
 
     def _ask_for_records(self) -> None:
         """Tell the jobs (through the sweep's shared state file) to return per-question values."""
-        from ragsweep import search
+        from ragsweep.analysis import search
 
         path, info = self._sweep_info()
         if path is None:
@@ -166,7 +173,8 @@ class HalvingSweeper(Sweeper):
         return tracking.client(tracking.resolve_tracking_uri(str(self.config.mlflow.tracking_uri)))
 
     def _values_from_mlflow(self, run_id: str, objective: str) -> dict[str, float] | None:
-        from ragsweep import search, tracking
+        from ragsweep.analysis import search
+        from ragsweep import tracking
 
         found, doc = tracking.read_json_artifact(self._client(), run_id, "records.json")
         if not found:
@@ -175,7 +183,7 @@ class HalvingSweeper(Sweeper):
         return search.per_question(records, objective)
 
     def _log_rungs(self) -> None:
-        from ragsweep import search
+        from ragsweep.analysis import search
 
         _, info = self._sweep_info()
         parent = info.get("parent_run_id")

@@ -17,8 +17,8 @@ from typing import Any, Mapping
 
 from omegaconf import DictConfig
 
-from ragsweep.cache import content_hash
-from ragsweep.config import COMPONENT_GROUPS
+from ragsweep.store.cache import content_hash
+from ragsweep.conf import COMPONENT_GROUPS
 
 #: numeric knobs logged under a short name: short name -> (group, field)
 SHORT_KNOBS = {
@@ -27,9 +27,9 @@ SHORT_KNOBS = {
     "chunk_size": ("chunker", "size"),
     "chunk_overlap": ("chunker", "overlap"),
 }
-#: groups whose chosen option the run name and short params do not repeat (the chunker is
-#: described by its size and overlap)
-UNNAMED_GROUPS = ("chunker",)
+#: groups whose chosen option the run name and short params do not repeat (none: the chunker's
+#: strategy is a short param, ``chunker=recursive``, beside its size and overlap)
+UNNAMED_GROUPS: tuple[str, ...] = ()
 
 
 def _short_params_order() -> tuple[str, ...]:
@@ -69,12 +69,19 @@ def component_name(node: Any) -> str | None:
     return None
 
 
+def chunk_label(c: Any) -> str:
+    """The chunker in a run name: ``c300o0.2`` for token windows, ``recursive300o0.2`` for the
+    other strategies (:mod:`ragsweep.corpus.chunking`)."""
+    name = component_name(c)
+    return f"{'c' if name in (None, 'tokens') else name}{c.size}o{c.overlap}"
+
+
 def system_name(cfg: DictConfig) -> str:
     """A short run name that says what the system is: ``bm25-k4-c300o0.2-long_cot-smollm2``."""
     r, c = cfg.retriever, cfg.chunker
     rr = component_name(cfg.reranker) if cfg.get("reranker") is not None else None
     rerank = f"+{rr}" if rr and rr != "none" else ""
-    return f"{component_name(r)}{rerank}-k{r.top_k}-c{c.size}o{c.overlap}-{component_name(cfg.prompt)}-{component_name(cfg.generator)}"
+    return f"{component_name(r)}{rerank}-k{r.top_k}-{chunk_label(c)}-{component_name(cfg.prompt)}-{component_name(cfg.generator)}"
 
 
 def short_params(cfg: DictConfig) -> dict[str, Any]:
@@ -115,3 +122,17 @@ def params_key(params: Mapping[str, Any], run_name: str | None = None) -> str:
 def run_system_key(tags: Mapping[str, str], params: Mapping[str, Any], run_name: str | None = None) -> str:
     """The system a logged run ran: its ``ragsweep.system_key`` tag, else derived from its params."""
     return tags.get(SYSTEM_KEY_TAG) or params_key(params, run_name)
+
+
+#: the tag that marks a retrieval-only run (``generator=none``: nothing generated, no server)
+MODE_TAG = "ragsweep.mode"
+MODE = "retrieval_only"
+
+
+def retrieval_only_tags() -> dict[str, str]:
+    return {MODE_TAG: MODE}
+
+
+def is_retrieval_only(run: Any) -> bool:
+    """Whether an MLflow run was retrieval-only (its ``ragsweep.mode`` tag)."""
+    return run.data.tags.get(MODE_TAG) == MODE

@@ -1,6 +1,6 @@
 """MLflow side of human labels (issue 25): mark the sampled questions' traces, read back the
 feedback assessments people added with a HUMAN source, log labels from a file as such assessments,
-and log the prediction-powered metrics. The logic lives in :mod:`ragsweep.labels`."""
+and log the prediction-powered metrics. The logic lives in :mod:`ragsweep.analysis.labels`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from ragsweep.labels import SAMPLE_ARTIFACT, SAMPLE_TAG, SAMPLE_TAG_VALUE, Label, canonical_name, parse_value, LabelError
+from ragsweep.judge.human import SAMPLE_ARTIFACT, SAMPLE_TAG, SAMPLE_TAG_VALUE, Label, canonical_name, parse_value, LabelError
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +136,7 @@ def set_tags(client: Any, run_id: str, tags: dict[str, str]) -> None:
 def update_judge_card(client: Any, run_id: str, in_domain: list[str]) -> bool:
     """Add the judge's in-domain agreement with the user's labels to the run's judge card
     (``judge_card.json`` / ``.md``, beside the shipped out-of-sample figures); False without a card."""
-    from ragsweep import judge_card
+    from ragsweep.judge import card as judge_card
     from ragsweep.tracking import read_json_artifact
 
     found, card = read_json_artifact(client, run_id, "judge_card.json")

@@ -45,7 +45,7 @@ def _row(matrix: Any, i: int) -> list[Any]:
 
 def claims_view(rec: dict[str, Any]) -> dict[str, Any]:
     """The claims of the response and of the ground truth with their labels (RAGChecker's schema,
-    see :mod:`ragsweep.evaluator.ragchecker_metrics`): a response claim's ``vs_gt`` is
+    see :mod:`ragsweep.judge.ragchecker_metrics`): a response claim's ``vs_gt`` is
     ``answer2response[i]``, its ``vs_chunks`` ``retrieved2response[i]`` (one label per chunk); a
     ground-truth claim's ``vs_response`` is ``response2answer[j]``, its ``vs_chunks``
     ``retrieved2answer[j]``."""
@@ -128,7 +128,8 @@ def _documents(rec: dict[str, Any]) -> list[dict[str, Any]]:
             "id": str(c.get("chunk_id", "")),
             "page_content": c.get("text", ""),
             "metadata": {"doc_id": c.get("doc_id"), "chunk_id": c.get("chunk_id"), "rank": rank,
-                         "score": c.get("score"), "start": c.get("start"), "end": c.get("end")},
+                         "score": c.get("score"), "start": c.get("start"), "end": c.get("end"),
+                         **({"where": c["where"]} if c.get("where") else {})},
         })
     return docs
 

@@ -210,7 +210,7 @@ class Tracker:
 
     def spool_traces(self, run_id: str, records: list[dict[str, Any]], judge: str, system: str | None = None) -> Path:
         """Keep ``records`` in the spool to be sent as traces of ``run_id`` (see :mod:`.traces`)."""
-        from ragsweep.evaluator.schema import jsonable
+        from ragsweep.judge.schema import jsonable
 
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "records.json"
@@ -229,7 +229,7 @@ class Tracker:
             return sender.pid
         if not self.spool.pending():
             return None
-        src = str(Path(__file__).resolve().parents[2])
+        src = str(Path(__file__).resolve().parents[2])  # src/ragsweep/tracking/ -> src
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)}
         self.spool.root.mkdir(parents=True, exist_ok=True)
         with open(self.spool.root / "sender.log", "ab") as err:
@@ -335,7 +335,7 @@ class Tracker:
             return
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / name
-            from ragsweep.evaluator.schema import jsonable  # NaN -> null: strict JSON for any reader
+            from ragsweep.judge.schema import jsonable  # NaN -> null: strict JSON for any reader
 
             path.write_text(json.dumps(jsonable(obj), indent=1, ensure_ascii=False, allow_nan=False), encoding="utf-8")
             self.log_file(path)

@@ -186,7 +186,7 @@ import json  # noqa: E402
 from experiments.meta_eval import ja_core as JK  # noqa: E402 - the suites read B_BOOT, fit_head from here
 from experiments.meta_eval import judge_agreement as JA  # noqa: E402
 from experiments.meta_eval import make_splits as MS  # noqa: E402
-from ragsweep.evaluator.offline import FEATURES  # noqa: E402
+from ragsweep.judge.offline import FEATURES  # noqa: E402
 
 
 def test_splits_file_is_frozen_and_disjoint():

@@ -9,8 +9,8 @@ import time
 import pytest
 
 from fake_openai_server import FakeOpenAIServer, ok  # noqa: E402
-from ragsweep.generator import ChatClient, ChatRequest  # noqa: E402
-from ragsweep.generator.transport import server_seconds  # noqa: E402
+from ragsweep.rag.generator import ChatClient, ChatRequest  # noqa: E402
+from ragsweep.rag.generator.transport import server_seconds  # noqa: E402
 
 
 def test_each_request_of_a_batch_is_timed_on_its_own():

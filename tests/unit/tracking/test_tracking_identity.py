@@ -30,10 +30,21 @@ def test_one_system_key(compose_cfg):
 
 
 def test_report_orders_values_as_the_sweep_gave_them():
-    from ragsweep.report.frame import declared_order, sort_values
+    from ragsweep.analysis.report.frame import declared_order, sort_values
 
     order = declared_order("retriever=dense,bm25 retriever.top_k=2,4 +experiment=x", {"prompt": "long_cot,no_context"})
     assert order == {"retriever": ["dense", "bm25"], "top_k": ["2", "4"], "prompt": ["long_cot", "no_context"]}
     assert sort_values("retriever", ["bm25", "tfidf", "dense"], order) == ["dense", "bm25", "tfidf"]
     assert sort_values("top_k", [4, 2], order) == [2, 4]
     assert sort_values("prompt", ["b", "a"]) == ["a", "b"]
+
+
+def test_the_chunking_strategy_is_in_the_run_name_and_short_params(compose_cfg):
+    from ragsweep.pipeline import retrieval_only
+
+    tokens = compose_cfg()
+    assert "-c300o0.2-" in system_name(tokens) and short_params(tokens)["chunker"] == "tokens"
+    rec = compose_cfg("chunker=recursive", "chunker.size=200")
+    assert "-recursive200o0.2-" in system_name(rec) and short_params(rec)["chunker"] == "recursive"
+    sent = compose_cfg("chunker=sentences", "generator=none")
+    assert retrieval_only.run_name(sent) == "bm25-k4-sentences300o1-retrieval_only"

@@ -153,7 +153,7 @@ def choose(source: Path, cache_dir: Path | None = None, timeout_s: float = 300) 
 
 def measure(source: Path, cache_dir: Path | None, timeout_s: float = 300) -> tuple[dict[str, dict[str, Any]], str | None]:
     """Each candidate converted (cached) and timed in one child process: (table, CPU variant)."""
-    from ragsweep.generator.servers.gguf_format import converted_model
+    from ragsweep.rag.generator.servers.gguf_format import converted_model
 
     files, table = {}, {}
     for fmt in CANDIDATES:

@@ -84,7 +84,7 @@ def command(server: Any, port: int) -> list[str]:
     ``parallel`` slots of ``n_ctx`` tokens each, its threads, no web UI."""
     exe = executable(run=True)
     if exe is None:
-        from ragsweep.generator.servers.errors import ExecutableNotFoundError
+        from ragsweep.rag.generator.servers.errors import ExecutableNotFoundError
 
         raise ExecutableNotFoundError(
             f"{FIELD}=llama-server, but this llama-cpp-python has no llama-server beside it; rebuild it with "

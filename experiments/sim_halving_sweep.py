@@ -1,0 +1,219 @@
+"""Successive halving's error rate over a whole sweep, with equal and unequal variances, and what
+the rule that holds it costs: the rule before issue 34 against the one that replaced it.
+
+    nice -n 10 python experiments/sim_halving_sweep.py               # ~15 min on 2 shared cores
+    python experiments/sim_halving_sweep.py --reps 100 --ks 4         # a quick look
+
+k systems answer the same questions. A question has a difficulty u ~ U(0, 1) shared by every
+system; a system's value for it is
+
+- ``equal``: u + N(0, 0.2^2) for every system (an F1-like score);
+- ``unequal``: the same, but one system's noise is ten times larger, N(0, 2^2) (equal means);
+- ``binary``: Bernoulli(u), a 0/1 metric with many ties;
+- ``one_better``: ``equal`` with one system's mean 0.1 (= 0.5 noise sd) above the others.
+
+Two rules decide each rung (drop "worse" at p < the rung's alpha; otherwise promote the systems
+ranked within ``ceil(keep * k)``, competition ranking; final rung: best and tied):
+
+- ``before``: comparison with the best by the within-question permutation test of the range of the
+  system means (``stats.best_p`` before issue 34), alpha = 0.05 at every rung;
+- ``now``: :func:`ragsweep.analysis.best.drop_p` (studentized paired comparisons, sign-flip
+  bootstrap of their largest), alpha / (number of rungs) at every rung.
+
+Both use ``--resamples`` (999) permutations / sign patterns, coarser than the 9,999 the sweeper
+uses (a valid p either way). Reported, per (values, k, rule): the share of single rungs at n = 12
+that drop a system whose true mean is the largest (the per-rung level the issue measured), the
+share of whole sweeps (rungs 20 -> 60 -> 180, keep 1/3) that do so at any rung (the sweep-wide
+level), and for ``one_better`` the true best's retention (kept at rung 0, and best or tied at the
+end), the share of worse systems dropped as worse at rung 0, and the systems run per rung (the
+cost). Rates carry 95% Wilson intervals.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "experiments" / "results"
+RUNGS = (20, 60, 180)
+
+
+def values(model: str, k: int, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(k x n values, true means) for one sweep's questions."""
+    u = rng.uniform(0, 1, n)
+    if model == "binary":
+        return (rng.uniform(0, 1, (k, n)) < u[None, :]).astype(float), np.zeros(k)
+    sd = np.full(k, 0.2)
+    shift = np.zeros(k)
+    if model == "unequal":
+        sd[0] = 2.0
+    if model == "one_better":
+        shift[0] = 0.1
+    return u[None, :] + shift[:, None] + rng.normal(0, 1, (k, n)) * sd[:, None], shift
+
+
+def best_p_before(x: np.ndarray, permutations: int, seed: int) -> np.ndarray:
+    """``stats.best_p`` as it was before issue 34: the range of the system means after permuting
+    the systems' values independently within every question."""
+    k, n = x.shape
+    if k < 2:
+        return np.ones(k)
+    means = x.mean(axis=1)
+    order = np.sort(means)
+    other_best = np.where(means == order[-1], order[-2], order[-1])
+    gaps = other_best - means
+    eps = 1e-9 * max(1.0, float(np.abs(x).sum()) / n)
+    rng = np.random.default_rng(seed)
+    idx = np.argsort(rng.random((permutations, k, n)), axis=1)
+    pm = np.take_along_axis(np.broadcast_to(x, (permutations, k, n)), idx, axis=1).mean(axis=2)
+    ranges = pm.max(axis=1) - pm.min(axis=1)
+    hits = (ranges[:, None] >= gaps[None, :] - eps).sum(axis=0)
+    return np.where(gaps > eps, (hits + 1) / (permutations + 1), 1.0)
+
+
+def rung(x: np.ndarray, rule: str, alpha: float, keep: int, final: bool, resamples: int, seed: int) -> list[str]:
+    """Each system's decision: best | promoted | tied | worse | ranked_out."""
+    from ragsweep.analysis.best import drop_p
+
+    p = best_p_before(x, resamples, seed) if rule == "before" else drop_p(x, resamples=resamples, seed=seed)
+    means = x.mean(axis=1)
+    top = int(np.argmax(means))
+    out = []
+    for i in range(len(x)):
+        rank = 1 + int(np.sum(means > means[i] + 1e-12))
+        if i == top:
+            out.append("best")
+        elif p[i] < alpha:
+            out.append("worse")
+        elif final:
+            out.append("tied")
+        else:
+            out.append("promoted" if rank <= keep else "ranked_out")
+    return out
+
+
+def sweep(x: np.ndarray, true: np.ndarray, rule: str, alpha: float, resamples: int, seed: int) -> dict:
+    alive = list(range(len(x)))
+    best = set(np.flatnonzero(true == true.max()))
+    a = alpha if rule == "before" else alpha / len(RUNGS)
+    out = {"false_drop": False, "alive": [], "best_kept_0": None, "worse_dropped_0": 0.0, "best_at_end": False}
+    for r, n in enumerate(RUNGS):
+        final = r == len(RUNGS) - 1
+        keep = max(1, math.ceil(len(alive) / 3))
+        dec = rung(x[alive, :n], rule, a, keep, final, resamples, seed + r)
+        out["alive"].append(len(alive))
+        if any(d == "worse" and s in best for d, s in zip(dec, alive)):
+            out["false_drop"] = True
+        if r == 0:
+            out["best_kept_0"] = all(d in ("best", "promoted") for d, s in zip(dec, alive) if s in best)
+            worse = [d for d, s in zip(dec, alive) if s not in best]
+            out["worse_dropped_0"] = sum(d == "worse" for d in worse) / len(worse) if worse else 0.0
+        if final:
+            out["best_at_end"] = any(d in ("best", "tied") for d, s in zip(dec, alive) if s in best)
+            break
+        alive = [s for d, s in zip(dec, alive) if d in ("best", "promoted")]
+    return out
+
+
+def wilson(hits: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    p = hits / n
+    c = (p + z * z / (2 * n)) / (1 + z * z / n)
+    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, c - h), min(1.0, c + h)
+
+
+def rate(hits: float, n: int) -> str:
+    lo, hi = wilson(hits, n)
+    return f"{hits / n:.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+def run(model: str, k: int, rule: str, reps: int, alpha: float, resamples: int, seed: int) -> dict:
+    rng = np.random.default_rng([seed, k, len(model)])
+    one_rung = whole = kept0 = end = 0
+    worse0 = 0.0
+    alive = np.zeros(len(RUNGS))
+    for r in range(reps):
+        x, true = values(model, k, RUNGS[-1], rng)
+        best = set(np.flatnonzero(true == true.max()))
+        dec = rung(x[:, :12], rule, alpha, k, False, resamples, 1000 + r)  # the issue's single rung: n = 12
+        one_rung += any(d == "worse" and i in best for i, d in enumerate(dec))
+        s = sweep(x, true, rule, alpha, resamples, 2000 + 10 * r)
+        whole += s["false_drop"]
+        kept0 += bool(s["best_kept_0"])
+        end += s["best_at_end"]
+        worse0 += s["worse_dropped_0"]
+        alive[: len(s["alive"])] += s["alive"]
+    return {"model": model, "k": k, "rule": rule, "reps": reps, "alpha": alpha, "resamples": resamples,
+            "rung_n12_false_drop": one_rung / reps, "rung_n12_ci": wilson(one_rung, reps),
+            "sweep_false_drop": whole / reps, "sweep_ci": wilson(whole, reps),
+            "best_kept_rung0": kept0 / reps, "best_kept_rung0_ci": wilson(kept0, reps),
+            "best_at_end": end / reps, "best_at_end_ci": wilson(end, reps),
+            "worse_dropped_rung0": worse0 / reps, "systems_per_rung": list(alive / reps)}
+
+
+def markdown(rows: list[dict], secs: float, a: argparse.Namespace) -> str:
+    import platform
+
+    lines = [f"# Halving: false drops over a whole sweep, equal and unequal variances (alpha {a.alpha})", "",
+             f"`python experiments/sim_halving_sweep.py --reps {a.reps}` ({secs:.0f} s, seed {a.seed}, {a.resamples} "
+             f"permutations / sign patterns per test, on {platform.machine()}). Sweep: rungs {' -> '.join(map(str, RUNGS))} "
+             "questions, keep 1/3. False drop: a system whose true mean is the largest dropped as worse; "
+             "[95% Wilson interval] over the simulated rungs / sweeps. before: permutation range test at alpha every "
+             "rung; now: studentized paired comparisons at alpha / 3 every rung.", "",
+             "| values | k | rule | one rung, n = 12 | whole sweep | true best kept at rung 0 | true best at the end | "
+             "worse systems dropped at rung 0 | systems run per rung |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        fl = lambda key, ci: f"{r[key]:.3f} [{r[ci][0]:.3f}, {r[ci][1]:.3f}]"  # noqa: E731
+        one = r["model"] == "one_better"  # retention means something only with one true best
+        worse = f"{r['worse_dropped_rung0']:.3f}" if one else "-"
+        kept = fl("best_kept_rung0", "best_kept_rung0_ci") if one else "-"
+        end = fl("best_at_end", "best_at_end_ci") if one else "-"
+        alive = " / ".join(f"{x:.2f}" for x in r["systems_per_rung"])
+        lines.append(f"| {r['model']} | {r['k']} | {r['rule']} | {fl('rung_n12_false_drop', 'rung_n12_ci')} | "
+                     f"{fl('sweep_false_drop', 'sweep_ci')} | {kept} | {end} | {worse} | {alive} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ks", default="4,8,16")
+    ap.add_argument("--models", default="equal,unequal,binary,one_better")
+    ap.add_argument("--rules", default="before,now")
+    ap.add_argument("--reps", type=int, default=500)
+    ap.add_argument("--resamples", type=int, default=999)
+    ap.add_argument("--alpha", type=float, default=0.05)
+    ap.add_argument("--seed", type=int, default=34)
+    ap.add_argument("--out", default=str(RESULTS / "sim_halving_sweep.md"))
+    a = ap.parse_args(argv)
+    sys.path.insert(0, str(ROOT / "src"))
+    t0 = time.time()
+    rows = []
+    for model in a.models.split(","):
+        for k in (int(x) for x in a.ks.split(",")):
+            for rule in a.rules.split(","):
+                r = run(model, k, rule, a.reps, a.alpha, a.resamples, a.seed)
+                rows.append(r)
+                print(f"{model:10} k={k:2} {rule:6}: rung(n=12) {rate(r['rung_n12_false_drop'] * a.reps, a.reps)}  sweep "
+                      f"{rate(r['sweep_false_drop'] * a.reps, a.reps)}  best kept@0 {r['best_kept_rung0']:.3f}  best at end "
+                      f"{r['best_at_end']:.3f}  worse dropped@0 {r['worse_dropped_rung0']:.3f}  alive "
+                      f"{[round(x, 2) for x in r['systems_per_rung']]}", flush=True)
+    text = markdown(rows, time.time() - t0, a)
+    print(text)
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    out.with_suffix(".json").write_text(json.dumps(rows, indent=1), encoding="utf-8")
+    now = [r for r in rows if r["rule"] == "now" and r["model"] != "one_better"]
+    worst = max((r["sweep_ci"][0] for r in now), default=0.0)
+    return 1 if worst > a.alpha else 0  # the sweep-wide rate's interval lies above alpha
+
+
+if __name__ == "__main__":
+    sys.exit(main())

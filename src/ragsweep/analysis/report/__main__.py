@@ -1,0 +1,5 @@
+import sys
+
+from ragsweep.analysis.report import main
+
+sys.exit(main())

@@ -1,0 +1,137 @@
+"""One row per system: the runs of a sweep as a DataFrame, and how its values are ordered, labelled
+and formatted. What a metric is (its scale, whether higher is better) comes from the metric registry."""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any, Mapping, Sequence
+
+from ragsweep.tracking import SHORT_PARAMS
+from ragsweep.tracking.identity import SHORT_KNOBS
+
+log = logging.getLogger(__name__)
+
+#: how parameter values are shown: top_k=5 -> "k=5"
+PARAM_LABEL = {"top_k": "k", "chunk_size": "size", "chunk_overlap": "overlap"}
+PC_HALLUCINATED = "pc_hallucinated"  # derived column: 100 * (1 - trace/adherence_rate)
+#: where a value order is kept on a frame (``df.attrs``): short param -> values in the sweep's order
+ORDER_ATTR = "value_order"
+
+
+class ReportError(Exception):
+    """A problem the user can fix; printed on one line, exit status 1."""
+
+
+def metric_info(metric: str) -> tuple[float, bool | None]:
+    """(scale, higher is better?) of a logged metric, from the metric registry. A metric the
+    registry does not know: scale 100 for RAGChecker's percentages, else 1; direction unknown."""
+    from ragsweep.judge.metrics.registry import find
+
+    m = find(metric)
+    if m is not None:
+        return float(m.scale), m.higher_is_better
+    log.debug("metric %s is not in the metric registry", metric)
+    return (100.0 if metric.startswith("ragchecker/") and not metric.endswith("n_response_claims") else 1.0), None
+
+
+def metric_scale(metric: str) -> float:
+    return metric_info(metric)[0]
+
+
+def declared_order(*specs: str | Mapping[str, Any] | None) -> dict[str, list[str]]:
+    """Values in the order a sweep gives them, by short param, from ``key=a,b,c`` overrides
+    (a string of them, or a mapping such as ``hydra.sweeper.params``); the first source wins."""
+    short = {f"{g}.{f}": name for name, (g, f) in SHORT_KNOBS.items()}
+    out: dict[str, list[str]] = {}
+    for spec in specs:
+        if not spec:
+            continue
+        items = spec.items() if isinstance(spec, Mapping) else (tok.partition("=")[::2] for tok in str(spec).split())
+        for key, value in items:
+            key = str(key).lstrip("+~")
+            name = short.get(key, key)
+            text = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+            if name in SHORT_PARAMS and name not in out and "," in text and "(" not in text:
+                out[name] = [v.strip() for v in text.split(",")]
+    return out
+
+
+def _parse_scalar(s: Any) -> Any:
+    if s is None or str(s) in ("None", "null", ""):
+        return None
+    try:
+        f = float(s)
+    except (TypeError, ValueError):
+        return str(s)
+    return int(f) if f.is_integer() and "." not in str(s) and "e" not in str(s).lower() else f
+
+
+def runs_frame(children: Sequence[Any], order: Mapping[str, Sequence[str]] | None = None):
+    """DataFrame: run_id, run_name, the short params (typed), every metric; ``order`` (the sweep's
+    order of categorical values, see :func:`declared_order`) kept in ``df.attrs``."""
+    import pandas as pd
+
+    rows = []
+    for r in children:
+        row: dict[str, Any] = {"run_id": r.info.run_id, "run_name": r.info.run_name}
+        for p in SHORT_PARAMS:
+            row[p] = r.data.params.get(p)
+        row.update(r.data.metrics)
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    for p in SHORT_PARAMS:
+        raw = df[p].tolist()
+        parsed = [_parse_scalar(v) for v in raw]
+        if all(v is None or isinstance(v, (int, float)) for v in parsed) and any(v is not None for v in parsed):
+            df[p] = pd.Series(parsed, index=df.index, dtype=object)
+        else:
+            df[p] = pd.Series([None if v is None else str(v) for v in parsed], index=df.index, dtype=object)
+    if "trace/adherence_rate" in df.columns:
+        df[PC_HALLUCINATED] = 100.0 * (1.0 - df["trace/adherence_rate"].astype(float))
+    df.attrs[ORDER_ATTR] = {k: list(v) for k, v in (order or {}).items()}
+    return df
+
+def sort_values(param: str, values, order: Mapping[str, Sequence[str]] | None = None) -> list[Any]:
+    """Distinct values: numbers ascending; categories in the sweep's order (``order``), others after, alphabetically."""
+    vals = [v for v in dict.fromkeys(values) if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    if all(isinstance(v, (int, float)) for v in vals):
+        return sorted(vals)
+    seq = list((order or {}).get(param, []))
+    return sorted(vals, key=lambda v: (seq.index(str(v)) if str(v) in seq else len(seq), str(v)))
+
+
+def values_of(df, param: str) -> list[Any]:
+    """The sorted distinct values of ``param`` in the frame (in the order kept in ``df.attrs``)."""
+    return sort_values(param, df[param].tolist(), df.attrs.get(ORDER_ATTR))
+
+def _same(a: Any, b: Any) -> bool:
+    if str(a) == str(b):
+        return True
+    try:
+        return float(a) == float(b)
+    except (TypeError, ValueError):
+        return False
+
+
+def value_label(param: str, value: Any) -> str:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{PARAM_LABEL.get(param, param)}={value:g}"
+    return str(value)
+
+
+def fmt(x: Any, decimals: int | None = None) -> str:
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return "n/a"
+    if math.isnan(x):
+        return "n/a"
+    if decimals is None:
+        decimals = 1 if abs(x) >= 10 else 3
+    return f"{x:.{decimals}f}"
+
+
+def varying_params(df) -> list[str]:
+    return [p for p in SHORT_PARAMS if df[p].map(str).nunique() > 1]
+

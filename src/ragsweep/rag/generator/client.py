@@ -1,0 +1,399 @@
+"""The one OpenAI-compatible client through which all generation and all LLM judging go.
+
+* async, with at most ``concurrency`` HTTP requests in flight, spread over one or several
+  endpoints of the same model (``base_url`` may be a list: llama.cpp's server processes);
+* its own retry loop (the ``openai`` client's retries are switched off): 429 (honouring
+  ``retry-after-ms`` / ``Retry-After``, capped at ``max_backoff_s``), 408, 5xx, timeouts,
+  connection errors and malformed (non-JSON, choice-less) responses are retried with exponential
+  backoff and a jitter that is a hash of the request, so runs are reproducible; any other 4xx is
+  final;
+* structured (JSON-schema) output where the server supports it: ``json_schema`` (OpenAI, vLLM)
+  -> ``json_object`` + ``schema`` (llama-cpp-python) -> plain text; a 400/422 answer (or any
+  error naming ``response_format``: llama-cpp-python says 500) to a request that carried
+  ``response_format`` steps down one mode, and the mode that worked is
+  remembered in ``self.structured_mode`` for every later request;
+* every successful result is cached under ``Cache.key(namespace, model_id, request)``; a
+  failure is never cached, so a rerun retries it. A cache hit makes no HTTP request.
+
+A request that still fails after its retries becomes ``ChatResult(text=None, error=...)``,
+is counted in ``stats["failures"]`` and logged -- never raised, never turned into text.
+
+The request and result types, ``extract_answer`` and ``parse_retry_after`` live in
+:mod:`ragsweep.rag.generator.requests` and are re-exported here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import hashlib
+import json
+import logging
+import re
+import threading
+import time
+import weakref
+from collections import Counter
+from dataclasses import replace
+from typing import Any, Mapping, Sequence
+
+from ragsweep.store.cache import Cache, afetch
+from ragsweep.rag.generator.requests import (  # re-exported: the import paths of before the split
+    STRUCTURED_MODES,
+    ChatRequest,
+    ChatResult,
+    Message,
+    _Final,
+    _FormatRejected,
+    _Retryable,
+    _short,
+    extract_answer,
+    parse_retry_after,
+    response_format_for,
+)
+from ragsweep.rag.generator.transport import _is_loopback, _LoopState, _openai, server_seconds
+
+__all__ = [
+    "STRUCTURED_MODES",
+    "ChatClient",
+    "ChatRequest",
+    "ChatResult",
+    "Message",
+    "extract_answer",
+    "parse_retry_after",
+    "response_format_for",
+]
+
+log = logging.getLogger(__name__)
+
+
+# --------------------------------------------------------------------------------------------
+# the client
+# --------------------------------------------------------------------------------------------
+class ChatClient:
+    """Async OpenAI-compatible chat client with bounded concurrency, retries and a cache.
+
+    ``stats`` (a Counter):
+      requests           logical requests asked for (cache hits and duplicates included)
+      cache_hits         requests answered from the cache (no HTTP request)
+      deduplicated       requests answered by an identical request of the same batch
+      calls              HTTP requests sent (first attempts + retries + structured fallbacks)
+      retries            calls that repeated a failed attempt
+      structured_fallbacks  calls repeated in a simpler response_format mode
+      failures           requests that finally failed (never cached)
+      prompt_tokens, completion_tokens   summed over successful calls
+      seconds            wall time of the requests that went to the server, backoff included
+    """
+
+    def __init__(
+        self,
+        base_url: str | Sequence[str],
+        model: str,
+        api_key: str | None = None,
+        concurrency: int = 4,
+        timeout_s: float = 120,
+        max_retries: int = 3,
+        backoff_s: float = 1.0,
+        max_backoff_s: float = 30,
+        cache: Cache | None = None,
+        cache_namespace: str = "generation",
+        structured_output: bool = True,
+        structured_mode: str = "json_schema",
+        model_id: Any = None,
+        request_defaults: Mapping[str, Any] | None = None,
+        progress: bool | None = None,
+    ):
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        if structured_mode not in STRUCTURED_MODES:
+            raise ValueError(f"structured_mode must be one of {STRUCTURED_MODES}, got {structured_mode!r}")
+        urls = [base_url] if isinstance(base_url, str) else list(base_url)
+        if not urls:
+            raise ValueError("base_url: give at least one endpoint")
+        self.base_urls = urls
+        self.base_url = urls[0]  # named in messages; every endpoint serves the same model
+        self.model = model
+        self._api_key = api_key or "not-needed"
+        self.concurrency = int(concurrency)
+        self.timeout_s = float(timeout_s)
+        self.max_retries = int(max_retries)
+        self.backoff_s = float(backoff_s)
+        self.max_backoff_s = float(max_backoff_s)
+        self.cache = cache
+        self.cache_namespace = cache_namespace
+        self.structured_output = structured_output
+        # the response_format mode every new request starts with; lowered when a server rejects one
+        self.structured_mode = structured_mode if structured_output else "text"
+        self.model_id = model_id if model_id is not None else model
+        self.request_defaults = dict(request_defaults or {})
+        self.progress = progress
+        self.stats: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._states: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState]" = weakref.WeakKeyDictionary()
+        self._closed = False
+
+    def __repr__(self) -> str:  # no api key
+        return f"ChatClient(base_url={self.base_url!r}, model={self.model!r}, concurrency={self.concurrency})"
+
+    # -- requests ----------------------------------------------------------------------------
+    def request(self, messages: Any, **overrides: Any) -> ChatRequest:
+        """A ChatRequest with this client's configured sampling defaults (overridable)."""
+        return ChatRequest(messages, **{**self.request_defaults, **overrides})
+
+    def cache_key(self, req: ChatRequest) -> str:
+        return Cache.key(self.cache_namespace, self.model_id, req.key_fields())
+
+    # -- per-event-loop HTTP client and semaphore ---------------------------------------------
+    def _state(self) -> _LoopState:
+        if self._closed:
+            raise RuntimeError("ChatClient is closed")
+        loop = asyncio.get_running_loop()
+        st = self._states.get(loop)
+        if st is None:
+            clients = []
+            for url in self.base_urls:
+                http_client = None
+                if _is_loopback(url):  # never send loopback traffic through an HTTP(S)_PROXY
+                    http_client = _openai().DefaultAsyncHttpxClient(trust_env=False)
+                clients.append(_openai().AsyncOpenAI(
+                    base_url=url,
+                    api_key=self._api_key,
+                    max_retries=0,
+                    timeout=self.timeout_s,
+                    http_client=http_client,
+                ))
+            st = _LoopState.make(clients, self.concurrency)
+            self._states[loop] = st
+        return st
+
+    async def aclose(self) -> None:
+        """Close the HTTP client of the running event loop."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # pragma: no cover
+            return
+        st = self._states.pop(loop, None)
+        if st is not None:
+            for client in st.clients:
+                await client.close()
+
+    def close(self) -> None:
+        """Forget every HTTP client; those of finished loops are already closed."""
+        self._closed = True
+        self._states = weakref.WeakKeyDictionary()
+
+    def __enter__(self) -> "ChatClient":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- counting ----------------------------------------------------------------------------
+    def _count(self, **kw: float) -> None:
+        with self._lock:
+            for k, v in kw.items():
+                self.stats[k] += v
+
+    # -- one HTTP attempt --------------------------------------------------------------------
+    async def _attempt(self, st: _LoopState, req: ChatRequest, mode: str) -> ChatResult:
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": req.message_dicts(),
+            "temperature": req.temperature,
+            "max_tokens": req.max_tokens,
+        }
+        if req.seed is not None:
+            kwargs["seed"] = req.seed
+        if req.stop:
+            kwargs["stop"] = list(req.stop)
+        rf = response_format_for(req, mode)
+        if rf is not None:
+            kwargs["response_format"] = rf
+        self._count(calls=1)
+        try:
+            slot = await st.slots.get()  # a free endpoint (the only one, unless the model is served several times)
+            try:
+                sent, t_sent = time.time(), time.perf_counter()  # this request's own start, not the batch's
+                resp = await asyncio.wait_for(st.clients[slot].chat.completions.create(**kwargs), self.timeout_s)
+                took = time.perf_counter() - t_sent
+            finally:
+                st.slots.put_nowait(slot)
+        except (asyncio.TimeoutError, _openai().APITimeoutError):
+            raise _Retryable(f"timed out after {self.timeout_s:g}s")
+        except _openai().APIConnectionError as exc:
+            cause = exc.__cause__ or exc
+            raise _Retryable(f"connection error: {type(cause).__name__}: {_short(cause)}")
+        except _openai().APIStatusError as exc:
+            code = exc.status_code
+            msg = f"HTTP {code}: {re.sub(r'^Error code: [0-9]+ - ', '', _short(exc))}"
+            # llama-cpp-python answers an unsupported response_format with a 500 naming it
+            if rf is not None and (code in (400, 422) or "response_format" in str(exc)):
+                raise _FormatRejected(msg)
+            if code == 429:
+                raise _Retryable(msg, parse_retry_after(exc.response.headers))
+            if code >= 500 or code == 408:
+                raise _Retryable(msg, parse_retry_after(exc.response.headers) if code == 503 else None)
+            raise _Final(msg)
+        except _openai().APIResponseValidationError as exc:
+            raise _Retryable(f"malformed response: {_short(exc)}")
+        except json.JSONDecodeError as exc:
+            raise _Retryable(f"malformed response (invalid JSON): {_short(exc)}")
+        choices = getattr(resp, "choices", None)
+        if isinstance(resp, (str, bytes)) or not choices:
+            raise _Retryable(f"malformed response (no choices): {_short(Exception(repr(resp)[:200]))}")
+        try:
+            choice = choices[0]
+            text = choice.message.content
+            finish = getattr(choice, "finish_reason", None)
+        except (AttributeError, IndexError, TypeError) as exc:
+            raise _Retryable(f"malformed response: {_short(exc)}")
+        if text is None:
+            raise _Retryable("malformed response (no message content)")
+        usage = getattr(resp, "usage", None)
+        pt = int(getattr(usage, "prompt_tokens", 0) or 0) if usage else 0
+        ct = int(getattr(usage, "completion_tokens", 0) or 0) if usage else 0
+        return ChatResult(text=text, prompt_tokens=pt, completion_tokens=ct, finish_reason=finish,
+                          started_at=sent, request_s=took, server_s=server_seconds(resp))
+
+    def _backoff(self, key: str, retry: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(retry_after, self.max_backoff_s)
+        base = min(self.max_backoff_s, self.backoff_s * (2 ** (retry - 1)))
+        frac = int(hashlib.sha256(f"{key}:{retry}".encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
+        return base * (0.5 + 0.5 * frac)  # "equal jitter", deterministic per request and retry
+
+    async def _call(self, req: ChatRequest, key: str) -> ChatResult:
+        """The request against the server, with retries; never raises for server trouble."""
+        st = self._state()
+        t0 = time.perf_counter()
+        mode = self.structured_mode if req.response_format is not None else "text"
+        retry = 0
+        error = "no attempt made"
+        while True:
+            try:
+                result = await self._attempt(st, req, mode)
+            except _FormatRejected as exc:
+                nxt = STRUCTURED_MODES.index(mode) + 1
+                log.info("server rejected response_format mode %r (%s); trying %r", mode, exc, STRUCTURED_MODES[nxt])
+                mode = STRUCTURED_MODES[nxt]
+                self._count(structured_fallbacks=1)
+                continue
+            except _Final as exc:
+                error = str(exc)
+                break
+            except _Retryable as exc:
+                error = str(exc)
+                if retry >= self.max_retries:
+                    break
+                retry += 1
+                delay = self._backoff(key, retry, exc.retry_after)
+                log.debug("retry %d/%d in %.2fs after %s", retry, self.max_retries, delay, error)
+                self._count(retries=1)
+                await asyncio.sleep(delay)
+                continue
+            # success
+            if req.response_format is not None and mode != self.structured_mode:
+                with self._lock:
+                    if STRUCTURED_MODES.index(mode) > STRUCTURED_MODES.index(self.structured_mode):
+                        log.warning(
+                            "%s does not accept response_format as %r; using %r from now on",
+                            self.base_url, self.structured_mode, mode,
+                        )
+                        self.structured_mode = mode
+            result.seconds = time.perf_counter() - t0
+            self._count(
+                prompt_tokens=result.prompt_tokens,
+                completion_tokens=result.completion_tokens,
+                seconds=result.seconds,
+            )
+            return result
+        seconds = time.perf_counter() - t0
+        attempts = retry + 1
+        error = f"{error} (after {attempts} attempt{'s' if attempts > 1 else ''})"
+        log.warning("chat request to %s failed: %s", self.base_url, error)
+        self._count(failures=1, seconds=seconds)
+        return ChatResult(text=None, error=error, seconds=seconds)
+
+    # -- public API --------------------------------------------------------------------------
+    async def achat(self, req: ChatRequest) -> ChatResult:
+        return (await self._many([req], desc=None))[0]
+
+    def chat(self, req: ChatRequest) -> ChatResult:
+        """One request from sync code (no progress bar)."""
+        return self._run_sync(self.achat(req))
+
+    def chat_many(self, reqs: Sequence[ChatRequest], desc: str = "generating") -> list[ChatResult]:
+        """Results of ``reqs`` in input order; runs from sync code, even inside a running loop."""
+        reqs = list(reqs)
+        if not reqs:
+            return []
+        return self._run_sync(self._many(reqs, desc))
+
+    def _run_sync(self, coro: Any) -> Any:
+        async def run() -> Any:
+            try:
+                return await coro
+            finally:
+                await self.aclose()  # this loop ends here: close its HTTP client with it
+
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(run())
+        # called from async code (a notebook, an async caller): run in a worker thread's own loop
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ragsweep-chat") as pool:
+            return pool.submit(asyncio.run, run()).result()
+
+    async def achat_many(self, reqs: Sequence[ChatRequest], desc: str = "generating") -> list[ChatResult]:
+        return await self._many(list(reqs), desc)
+
+    async def _many(self, reqs: list[ChatRequest], desc: str | None) -> list[ChatResult]:
+        """Results in input order through the cache seam; ``desc``: the progress bar's (None: no bar)."""
+        self._count(requests=len(reqs))
+        keys = {i: self.cache_key(r) for i, r in enumerate(reqs)}
+        fresh: dict[str, ChatResult] = {}  # results of the requests sent now, by key
+        bar: Any = None
+
+        async def compute(todo: list[int]) -> dict[int, dict[str, Any] | None]:
+            nonlocal bar
+            if desc is not None:
+                from tqdm.auto import tqdm
+
+                disable = None if self.progress is None else not self.progress
+                bar = tqdm(total=len(todo), desc=desc, unit="req", disable=disable, leave=False)
+            t0, made = time.perf_counter(), [0]
+
+            async def one(i: int) -> tuple[int, dict[str, Any] | None]:
+                res = fresh[keys[i]] = await self._call(reqs[i], keys[i])
+                if res.ok and self.cache is not None:
+                    # stored as it arrives, not when the whole batch is done: a sweep killed
+                    # after 15 of 20 generations finds those 15 in the cache when resumed
+                    self.cache.put(self.cache_namespace, keys[i], res.to_cache())
+                if bar is not None:
+                    made[0] += res.completion_tokens
+                    bar.set_postfix_str(f"{made[0] / max(1e-9, time.perf_counter() - t0):.1f} tokens/s", refresh=False)
+                    bar.update(1)
+                return i, res.to_cache()
+
+            return dict(await asyncio.gather(*(one(i) for i in todo)))
+
+        try:
+            stored = await afetch(self.cache, self.cache_namespace, keys, compute, keep=lambda v: v is not None,
+                                  stored_by_compute=True)
+        finally:
+            if bar is not None:
+                bar.close()
+        results: list[ChatResult] = []
+        answered: set[str] = set()
+        for i in range(len(reqs)):
+            key = keys[i]
+            if key not in fresh:
+                results.append(ChatResult.from_cache(stored[i]))
+                continue
+            results.append(fresh[key] if key not in answered else replace(fresh[key]))
+            answered.add(key)
+        sent = sum(1 for i in keys if keys[i] in fresh)
+        self._count(cache_hits=len(reqs) - sent, deduplicated=sent - len(fresh))
+        return results

@@ -1,0 +1,83 @@
+"""The HTTP side of :class:`~ragsweep.rag.generator.client.ChatClient`: the lazily imported ``openai``
+package, one HTTP client and semaphore per event loop, and loopback detection (no proxy)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+
+_WARM = {"id": "warm", "object": "chat.completion", "created": 0, "model": "warm", "choices": [
+    {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop", "logprobs": None}],
+    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+_warmed = False
+
+
+def _openai():  # noqa: ANN202 - the openai package takes seconds to import: only when calling
+    import openai
+
+    if not _warmed:
+        warm(openai)
+    return openai
+
+
+def warm(openai: Any) -> None:
+    """One chat completion through the openai client against an in-memory transport, before any
+    real request: the client builds its pydantic models lazily (``DEFER_PYDANTIC_BUILD``) on the
+    first response, and an interrupt landing inside that build comes out of pydantic-core as a
+    ``SchemaError``. Built here, the requests that follow parse with ready models."""
+    global _warmed
+    import httpx
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json=_WARM)
+
+    with httpx.Client(transport=httpx.MockTransport(answer)) as http:
+        client = openai.OpenAI(base_url="http://warm.invalid/v1", api_key="warm", http_client=http, max_retries=0)
+        client.chat.completions.create(model="warm", messages=[{"role": "user", "content": "ok"}], max_tokens=1,
+                                       temperature=0.0, seed=0, stop=["x"], response_format={"type": "json_object"})
+    _warmed = True
+
+
+def _is_loopback(base_url: str) -> bool:
+    host = (urlsplit(base_url).hostname or "").lower()
+    return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
+
+
+@dataclass
+class _LoopState:
+    """One event loop's HTTP clients (one per endpoint) and its request slots: ``slots`` holds
+    ``concurrency`` endpoint indices, spread round-robin over the endpoints; a request takes one
+    (waiting while all are out) and puts it back, so at most ``concurrency`` requests are in flight
+    and a server process with one slot never gets a second request while another process idles."""
+
+    clients: list  # openai.AsyncOpenAI per endpoint (imported lazily)
+    slots: asyncio.Queue
+
+    @classmethod
+    def make(cls, clients: list, concurrency: int) -> "_LoopState":
+        slots: asyncio.Queue = asyncio.Queue()
+        for i in range(concurrency):
+            slots.put_nowait(i % len(clients))
+        return cls(clients, slots)
+
+    @property
+    def client(self) -> Any:
+        return self.clients[0]
+
+
+def server_seconds(resp: Any) -> float | None:
+    """The server's own processing time of one answer: llama.cpp reports ``timings`` (``prompt_ms``
+    + ``predicted_ms``) beside the OpenAI fields; None from a server that does not."""
+    timings = getattr(resp, "timings", None)
+    if timings is None:
+        timings = (getattr(resp, "model_extra", None) or {}).get("timings")
+    if not isinstance(timings, dict):
+        return None
+    try:
+        ms = float(timings.get("prompt_ms") or 0.0) + float(timings.get("predicted_ms") or 0.0)
+    except (TypeError, ValueError):
+        return None
+    return ms / 1000.0 if ms > 0 else None

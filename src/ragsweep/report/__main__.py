@@ -1,5 +1,0 @@
-import sys
-
-from ragsweep.report import main
-
-sys.exit(main())

@@ -1,0 +1,76 @@
+"""The report's quality-vs-cost section: Pareto front, intervals, tie set with the best (comparison with the best)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from ragsweep.analysis.report.pareto import pareto_section, points
+
+
+def _run(rid, top_k, calls, limit="20", f1=None):
+    metrics = {"generator/calls": calls, "judge/calls": 0}
+    if f1 is not None:
+        metrics["ragchecker/overall/f1"] = f1
+    return SimpleNamespace(info=SimpleNamespace(run_id=rid, run_name=f"bm25-k{top_k}"),
+                           data=SimpleNamespace(metrics=metrics, params={"top_k": str(top_k), "retriever": "bm25", "dataset.limit": limit}))
+
+
+def _records(values):
+    return [{"query_id": f"q{i}", "metrics": {"ragchecker/overall/f1": float(v)}} for i, v in enumerate(values)]
+
+
+def test_front_intervals_and_tie_set(tmp_path):
+    rng = np.random.default_rng(0)
+    base = rng.uniform(20, 80, 40)
+    alt = np.where(np.arange(40) % 2, 10.0, -10.0)
+    runs = [_run("a", 1, 10), _run("b", 2, 20), _run("c", 3, 30), _run("d", 4, 25)]
+    recs = {
+        "a": _records(base - 30),  # cheapest, clearly worse: on the front, not tied
+        "b": _records(base),  # the best
+        "c": _records(base + alt - 1),  # dearer and not significantly worse: tied, not on the front
+        "d": _records(base - 20),  # worse and dearer than b: dominated, not tied
+    }
+    pts = {p.run_id: p for p in points(runs, recs, "ragchecker/overall/f1", "cost/calls")[0]}
+    assert pts["b"].best and pts["b"].on_front and pts["a"].on_front
+    assert not pts["c"].on_front and pts["c"].tied and pts["c"].p_adj >= 0.05
+    assert not pts["a"].tied and not pts["d"].tied and not pts["d"].on_front
+    assert pts["b"].low < pts["b"].mean < pts["b"].high and pts["b"].n == 40
+    assert pts["a"].cost == 10.0  # cost/calls computed from generator/judge calls when not logged
+    md, fig = pareto_section(runs, recs, "ragchecker/overall/f1", "cost/calls", tmp_path)
+    assert "Best: **top_k=2**" in md and "1 system(s): top_k=3" in md
+    assert fig == tmp_path / "fig_pareto.png" and fig.stat().st_size > 1000
+
+
+def test_only_the_final_rung_is_compared_and_missing_records_fall_back_to_the_aggregate(tmp_path):
+    runs = [_run("r0a", 1, 5, limit="2", f1=10.0), _run("r0b", 2, 5, limit="2", f1=90.0),
+            _run("r1a", 1, 5, limit="4", f1=40.0), _run("r1b", 2, 5, limit="4", f1=30.0)]
+    pts, note = points(runs, {}, "ragchecker/overall/f1", "cost/calls")
+    assert {p.run_id for p in pts} == {"r1a", "r1b"} and "dataset.limit=4" in note
+    best = next(p for p in pts if p.best)
+    assert best.run_id == "r1a" and best.n == 0  # no records: the logged aggregate, no interval, no test
+    assert not next(p for p in pts if not p.best).tied
+    md, _ = pareto_section(runs, {}, "ragchecker/overall/f1", "cost/calls", tmp_path)
+    assert "compared: the 2 at dataset.limit=4" in md
+
+
+def test_the_best_is_chosen_over_the_questions_every_system_scored():
+    # A scores 0.5 on q0-q9 and failed q10-q19 (null), B scores 0.6 on q0-q9 and 0.2 on q10-q19:
+    # over its own questions A's mean (0.5) beats B's (0.4), but B is better on every shared question
+    runs = [_run("a", 1, 10), _run("b", 2, 10)]
+    a = [{"query_id": f"q{i}", "metrics": {"ragchecker/overall/f1": 0.5 if i < 10 else None}} for i in range(20)]
+    b = [{"query_id": f"q{i}", "metrics": {"ragchecker/overall/f1": 0.6 if i < 10 else 0.2}} for i in range(20)]
+    pts = {p.run_id: p for p in points(runs, {"a": a, "b": b}, "ragchecker/overall/f1", "cost/calls")[0]}
+    assert pts["b"].best and not pts["a"].best
+    assert not pts["a"].tied and pts["a"].p_adj < 0.05
+
+
+def test_identical_systems_are_all_tied_with_the_best():
+    # eight systems with exactly the same per-question values: none may be called worse
+    rng = np.random.default_rng(1)
+    vals = rng.uniform(0, 100, 12)
+    runs = [_run(f"s{i}", i + 1, 10 + i) for i in range(8)]
+    recs = {f"s{i}": _records(vals) for i in range(8)}
+    pts = points(runs, recs, "ragchecker/overall/f1", "cost/calls")[0]
+    assert sum(p.best for p in pts) == 1 and all(p.tied for p in pts)
