@@ -42,7 +42,8 @@ sys.path.insert(0, str(ROOT / "experiments"))
 def batched_bench(model: str, prompt: int, decode: int, n_seq: int, threads: int, fa: str, timeout: float) -> dict:
     from ragsweep.rag.generator.servers import cpu_backend
 
-    exe = Path(BIN_DIR or cpu_backend.lib_dir()) / "llama-batched-bench"
+    # binary_dir: the programs beside the CPU variant this process would load (never a skipped one)
+    exe = Path(BIN_DIR or cpu_backend.binary_dir()) / "llama-batched-bench"
     cmd = [str(exe), "-m", model, "-c", str(n_seq * (prompt + decode) + 64), "-b", "2048", "-ub", "512",
            "-npp", str(prompt), "-ntg", str(decode), "-npl", str(n_seq), "-t", str(threads), "-tb", str(threads),
            "-fa", fa]
