@@ -85,7 +85,8 @@ def parents_and_children(runs):
 
 
 def llama_server_pids(port: int | None = None) -> list[int]:
-    """Live ``llama_cpp.server`` processes (on ``port`` when given)."""
+    """Live llama.cpp server processes, ``llama_cpp.server`` or llama.cpp's own ``llama-server``
+    (on ``port`` when given)."""
     found = []
     for d in os.listdir("/proc"):
         if not d.isdigit():
@@ -95,7 +96,7 @@ def llama_server_pids(port: int | None = None) -> list[int]:
         except OSError:
             continue
         argv = [a.decode("utf-8", "replace") for a in argv if a]
-        if "llama_cpp.server" not in argv:
+        if "llama_cpp.server" not in argv and not (argv and argv[0].endswith("/llama-server")):
             continue
         if port is not None and not any(a == str(port) and b == "--port" for b, a in zip(argv, argv[1:])):
             continue
