@@ -6,10 +6,15 @@ the same folder (``llama_cpp/lib``), where it also finds the per-CPU backends an
 runs one process per core, ``llama-server -np N`` keeps N requests in flight and decodes them in
 one batch per step: the weights are read once for N tokens. ``generator.server.engine`` picks it
 (``llama-server``) or llama-cpp-python's (``llama-cpp-python``); ``generator.server.parallel``
-is N (``auto``: ``SLOTS``) for each of the ``replicas`` one-thread processes: two OpenMP threads
+is N (``auto``: ``SLOTS``, 1) for each of the ``replicas`` one-thread processes: two OpenMP threads
 sharing one small decoding graph wait at barriers (beside a busy process they collapse), so the
 cores stay one process each and the batching happens inside each. Measured in
 experiments/bench_batching.py.
+
+One slot is the default because batched decoding does not repeat its greedy answers: a sequence's
+logits depend on which other sequences (decoding, or reading their prompts) share its batch, and
+that changes with timing. Two cold runs of the same 20 questions differed on 14 of 20 answers with
+4 slots, on none with 1 (experiments/results/bench_generation.md). ``parallel`` > 1 is the opt-in.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from typing import Any
 
 ENGINES = ("auto", "llama-cpp-python", "llama-server")
 FIELD = "generator.server.engine"
-SLOTS = 4
+SLOTS = 1  # batched slots (> 1) are faster but their greedy answers change from run to run
 EXECUTABLE = "llama-server"
 
 

@@ -356,4 +356,7 @@ class LlamaCppServer(ManagedServer):
             ident["model_format"] = fmt
         if self.engine == "llama-server":  # another chat template engine and batched arithmetic
             ident["engine"] = self.engine
+            # several slots decode together and their answers change from run to run: never serve
+            # them to a one-slot run (whose answers repeat), nor the other way round
+            ident["slots"] = self.parallel
         return ident

@@ -33,14 +33,16 @@ def test_llama_server_command_line(built):
     srv = server(engine="llama-server", n_ctx=4096, flash_attn=False, extra_args=["--verbose"])
     argv = srv.command(9000)
     assert argv[0] == str(built)
-    for flag, value in [("--host", "127.0.0.1"), ("--port", "9000"), ("--alias", "smollm2"), ("--parallel", "4"),
-                        ("--ctx-size", str(4096 * 4)),  # split evenly over the slots: n_ctx each
+    for flag, value in [("--host", "127.0.0.1"), ("--port", "9000"), ("--alias", "smollm2"), ("--parallel", "1"),
+                        ("--ctx-size", "4096"),  # one slot by default: batched slots do not repeat their answers
                         ("--threads", "1"), ("--threads-batch", "1"), ("--flash-attn", "off")]:
         assert argv[argv.index(flag) + 1] == value, flag
     assert argv[argv.index("--model") + 1].endswith("SmolLM2-135M-Instruct.Q4_1.gguf")
     assert "--no-webui" in argv and argv[-1] == "--verbose"
     assert srv.health_path == "/health"
-    assert srv.describe()["engine"] == "llama-server" and srv.describe()["parallel"] == 4
+    assert srv.describe()["engine"] == "llama-server" and srv.describe()["parallel"] == 1
+    four = server(engine="llama-server", n_ctx=4096, parallel=4).command(9000)
+    assert four[four.index("--parallel") + 1] == "4" and four[four.index("--ctx-size") + 1] == str(4096 * 4)  # n_ctx each
 
 
 def test_requests_in_flight_are_processes_times_slots(built):
@@ -76,10 +78,14 @@ def test_bad_settings_name_the_field(built, field, value, match):
 
 
 def test_answers_of_llama_server_are_cached_apart(built):
-    """Another chat-template engine and batched arithmetic: other answers, other cache keys; the
-    llama-cpp-python engine keeps the keys it always had."""
+    """Another chat-template engine and batched arithmetic: other answers, other cache keys (and
+    per number of slots); the llama-cpp-python engine keeps the keys it always had."""
     assert server(engine="llama-server").cache_identity["engine"] == "llama-server"
     assert "engine" not in server(engine="llama-cpp-python").cache_identity
+    # batched slots' answers change from run to run: keyed apart from one slot's, which repeat
+    assert server(engine="llama-server").cache_identity["slots"] == 1
+    assert server(engine="llama-server", parallel=4).cache_identity["slots"] == 4
+    assert "slots" not in server(engine="llama-cpp-python").cache_identity
 
 
 def test_flash_attention_for_llama_cpp_python(built):
