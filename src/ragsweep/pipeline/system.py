@@ -20,6 +20,7 @@ from ragsweep.pipeline import judging, retrieval_only, stages
 from ragsweep.pipeline.config import flatten, validate
 from ragsweep.pipeline.summary import RunResult, Stages, quiet
 from ragsweep.tracking import Tracker, finished_child, short_params, system_key, system_name
+from ragsweep.tracking.genai import log_question_set
 from ragsweep.types import Dataset
 
 log = logging.getLogger("ragsweep")
@@ -64,6 +65,7 @@ def run_system(cfg: DictConfig, parent_run_id: str | None = None, server: Any = 
             tracker.log_json(resolved, "config.json")
             for name, artifact in dataset.artifacts.items():  # dataset=files: its parse ledger
                 tracker.log_json(artifact, name)
+            log.info("question set: %s", log_question_set(tracker, dataset))  # an MLflow evaluation dataset, the run's input
             card = _judge_card(cfg, tracker)
             job = stages.Job.open(cfg, top, timer, tracker, server)
             metrics, records = run_job(job, dataset)

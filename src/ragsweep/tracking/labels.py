@@ -74,8 +74,8 @@ def human_labels(client: Any, experiment_id: str, run_ids: Sequence[str]) -> tup
     for rid in run_ids:
         for t in run_traces(client, experiment_id, rid):
             for a in t.info.assessments or []:
-                if not _is_human(a) or not getattr(a, "valid", True):
-                    continue
+                if not _is_human(a) or not getattr(a, "valid", True) or getattr(a, "expectation", None) is not None:
+                    continue  # an expectation is the question set's ground truth, not a person's label
                 name = canonical_name(a.name)
                 value = getattr(a, "value", None)
                 if value is None and getattr(a, "feedback", None) is not None:
