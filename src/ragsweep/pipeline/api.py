@@ -126,26 +126,13 @@ def _quiet(progress: bool) -> Iterator[None]:
 def compose(overrides: str | Sequence[str] | Mapping[str, Any] | None = None):
     """The config ``ragsweep OVERRIDES`` would run (Hydra's compose API over the packaged config
     tree), without running it. A swept value (``a,b``) is an error here: that is :func:`sweep`."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
-
-    from ragsweep.conf import CONF_DIR
+    from ragsweep.conf import compose as compose_tree
 
     ovs = as_overrides(overrides)
     swept = [o for o in ovs if "," in o.partition("=")[2] and not o.partition("=")[2].startswith(("[", "{", "'", '"'))]
     if swept:
         raise ConfigError(f"{swept[0]!r} sweeps several values: ragsweep.run runs one system; use ragsweep.sweep")
-    was = GlobalHydra.instance().is_initialized()
-    if was:
-        GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            return hydra_compose(config_name="config", overrides=ovs)
-    except (HydraException, OmegaConfBaseException) as exc:
-        raise ConfigError(f"overrides {' '.join(ovs)}: {exc}") from None
+    return compose_tree(ovs)
 
 
 def run(overrides: str | Sequence[str] | Mapping[str, Any] | None = None, *, progress: bool = True) -> Run:
