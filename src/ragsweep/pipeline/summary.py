@@ -158,6 +158,22 @@ def files_line(m: dict[str, Any]) -> str:
     return line
 
 
+def headline_first(metrics: dict[str, Any], shown: Sequence[str]) -> dict[str, Any]:
+    """``metrics`` with the headline ones (``summary.metrics``, those with a finite value) first, each
+    followed by its interval and n (``/ci_low``, ``/ci_high``, ``/n``): MLflow's Evaluation runs page
+    shows a run's metrics as columns in the order they were logged, so these lead, not ``data/*``."""
+    lead: list[str] = []
+    for name in shown:
+        v = metrics.get(name)
+        try:
+            ok = v is not None and math.isfinite(float(v))
+        except (TypeError, ValueError):
+            ok = False
+        if ok:
+            lead += [k for k in (name, f"{name}/ci_low", f"{name}/ci_high", f"{name}/n") if k in metrics]
+    return {**{k: metrics[k] for k in lead}, **{k: v for k, v in metrics.items() if k not in lead}}
+
+
 def format_line(result: RunResult, metrics_shown: Sequence[str]) -> str:
     """One line per job of a sweep."""
     bits = [f"{n.rsplit('/', 1)[-1]}={float(result[n]):.3g}" for n in metrics_shown[:3] if n in result]

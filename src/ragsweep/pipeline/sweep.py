@@ -38,6 +38,8 @@ log = logging.getLogger("ragsweep.sweep")
 
 SWEEP_FILE = ".ragsweep_sweep.json"
 ENV_SWEEP_FILE = "RAGSWEEP_SWEEP_FILE"
+#: set by ``ragsweep.sweep`` (pipeline/api.py): the file the sweep writes its parent run, experiment and store to
+RESULT_ENV = "RAGSWEEP_SWEEP_RESULT"
 
 
 def _plain(node: Any) -> Any:
@@ -235,6 +237,10 @@ class SweepCallback(Callback):
     # -- end -------------------------------------------------------------------------------
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         self._finish(None)
+        if os.environ.get(RESULT_ENV):  # ragsweep.sweep from Python: which parent run this sweep was
+            Path(os.environ[RESULT_ENV]).write_text(json.dumps({
+                "parent_run_id": self.parent_run_id, "experiment": config.experiment_name,
+                "tracking_uri": config.mlflow.tracking_uri if config.mlflow.enabled else None}), encoding="utf-8")
         if self.tracker is not None and self.parent_run_id:
             from ragsweep.pipeline.summary import format_table
             from ragsweep.tracking import children_rows

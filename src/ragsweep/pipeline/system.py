@@ -18,8 +18,9 @@ from ragsweep.errors import FailureRateExceeded
 from ragsweep.judge import ledger
 from ragsweep.pipeline import judging, retrieval_only, stages
 from ragsweep.pipeline.config import flatten, validate
-from ragsweep.pipeline.summary import RunResult, Stages, quiet
+from ragsweep.pipeline.summary import RunResult, Stages, headline_first, quiet
 from ragsweep.tracking import Tracker, finished_child, short_params, system_key, system_name
+from ragsweep.tracking.genai import log_question_set
 from ragsweep.types import Dataset
 
 log = logging.getLogger("ragsweep")
@@ -64,6 +65,7 @@ def run_system(cfg: DictConfig, parent_run_id: str | None = None, server: Any = 
             tracker.log_json(resolved, "config.json")
             for name, artifact in dataset.artifacts.items():  # dataset=files: its parse ledger
                 tracker.log_json(artifact, name)
+            log.info("question set: %s", log_question_set(tracker, dataset))  # an MLflow evaluation dataset, the run's input
             card = _judge_card(cfg, tracker)
             job = stages.Job.open(cfg, top, timer, tracker, server)
             metrics, records = run_job(job, dataset)
@@ -119,7 +121,7 @@ def log_run(job: stages.Job, records: list[dict[str, Any]], scores: Any, not_app
     tracker.log_json({"results": records}, "records.json")
     tracker.log_json(retrieval_only.ledger_artifact(scores, not_applicable) if job.retro else scores.artifact(),
                      "ledger.json")
-    tracker.log_metrics(metrics)
+    tracker.log_metrics(headline_first(metrics, list(cfg.get("summary", {}).get("metrics", []))))  # the UI's first columns
     judge = str(cfg.evaluator.get("name") or "none") if "evaluator" in cfg else "none"
     log.info("eval table: %s", log_eval_table(tracker, records))  # one row per question (never fails the run)
     log.info("traces: %s", log_traces(tracker, records, judge=judge, run_id=tracker.run_id))  # one per question

@@ -54,3 +54,13 @@ def test_the_terminal_drops_an_interrupts_echo_but_keeps_real_errors():
     assert DropInterrupts().filter(record(KeyboardInterrupt("signal 15"))) is False
     assert DropInterrupts().filter(record(ValueError("real"))) is True
     assert DropInterrupts().filter(logging.LogRecord("x", logging.ERROR, __file__, 1, "no exc", (), None)) is True
+
+
+def test_headline_metrics_lead_with_their_interval_and_n():
+    from ragsweep.pipeline.summary import headline_first
+
+    m = {"data/queries": 4, "a/x": float("nan"), "a/x/n": 0, "b/y": 0.5, "b/y/ci_low": 0.2, "b/y/ci_high": 0.8,
+         "b/y/n": 4, "b/y/failed": 0, "c/z": 1.0}
+    out = headline_first(m, ["a/x", "b/y", "not/there"])
+    assert list(out)[:4] == ["b/y", "b/y/ci_low", "b/y/ci_high", "b/y/n"]  # a/x undefined (NaN): not a headline
+    assert out == m and len(out) == len(m)

@@ -157,6 +157,8 @@ def cmd_sample(args: argparse.Namespace) -> int:
     TL.log_sample(client, runs.parent_id, {"seed": args.seed, "n": len(sample), "of": len(qids), "question_ids": sample,
                                             "requested": {"n": args.n, "width": args.width},
                                             "systems": [r.info.run_name for r in systems], "labels": list(kinds)})
+    traces = TL.sample_trace_ids(client, runs.experiment_id, [r.info.run_id for r in systems], sample)
+    queue = TL.review_queue(client, runs.experiment_id, f"ragsweep-sample-{runs.parent_id[:8]}", traces, kinds)
     out = Path(args.out or f"labels_{runs.experiment}.csv")
     rows = _template(out, systems, records, sample, kinds, only)
     print(f"{runs.experiment}: drew {len(sample)} of the {len(qids)} questions every system answered (seed {args.seed})"
@@ -173,6 +175,9 @@ def cmd_sample(args: argparse.Namespace) -> int:
         print(f"note: {len(sample)} labelled questions are fewer than the {need} a PPI interval needs (docs/statistics.md)")
     for r in systems:
         print(f"  {r.info.run_name}: {marked.get(r.info.run_id, 0)} trace(s) marked")
+    if "queue" in queue:  # MLflow >= 3.14: the Review page lists the queue, each trace with the labels' questions
+        print(f"Label them on the MLflow UI's Review page: queue {queue['queue']} ({queue['items']} traces, labels "
+              f"{', '.join(queue['schemas'])}); or")
     print(f"Label them in the MLflow UI: Traces, Filters: Tag {L.SAMPLE_TAG} = {L.SAMPLE_TAG_VALUE}; open a trace, "
           "Assess > Add feedback > Human feedback, named one of: " + ", ".join(f"{k} ({h.values})" for k, h in kinds.items()))
     print(f"or fill in {out} ({rows} rows; value: yes/no or 0..1) and run: {PROG} estimate --experiment {runs.experiment} --labels {out}")
