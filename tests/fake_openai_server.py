@@ -16,7 +16,7 @@ chat requests it answers 503, and it shuts itself down after ``max_seconds``.
 Like a hosted API, it can also check a key (``api_key``: any other bearer token gets 401, on
 ``/v1/models`` too), limit the rate (``rate_limit=(n, seconds)``: more than n chat requests
 started within any such window get 429 with a ``Retry-After`` saying when the window frees up)
-and count tokens as a real tokenizer roughly does (``usage``: a function of the request body and
+lack the model list (``models=False``), and count tokens as a real tokenizer roughly does (``usage``: a function of the request body and
 the answer text giving (prompt, completion) tokens; default: words of the JSON messages).
 
 As a script (``python tests/fake_openai_server.py --port P``) it serves ``ok`` answers in the
@@ -114,6 +114,7 @@ class FakeOpenAIServer:
         api_key: str | None = None,
         rate_limit: tuple[int, float] | None = None,
         usage: Callable[[dict, str], tuple[int, int]] | None = None,
+        models: bool = True,
     ):
         self.script = list(script or [])
         self.default = default or ok()
@@ -124,6 +125,7 @@ class FakeOpenAIServer:
         self.api_key = api_key
         self.rate_limit = rate_limit
         self.usage = usage
+        self.models = models  # False: no GET /v1/models route (404), as on some OpenAI-compatible servers
         self.rejected_keys = 0  # requests refused with 401
         self.rate_limited = 0  # chat requests answered 429 by the rate limit
         self.models_requests = 0  # GET /v1/models
@@ -266,7 +268,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         if self._refuse_key():
             return
-        if self.path.rstrip("/") in ("/v1/models", "/models"):
+        if self.path.rstrip("/") in ("/v1/models", "/models") and self.server.fake.models:
             with self.server.fake._lock:
                 self.server.fake.models_requests += 1
             self._send_json(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
