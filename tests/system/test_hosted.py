@@ -268,3 +268,20 @@ def test_a_refused_key_stops_a_sweep_before_its_first_job(tmp_path):
     assert f"refused its API key (HTTP 401): the key is read from the environment variable {KEY_ENV}" in proc.stderr
     assert "sk-revoked-0000" not in proc.stderr + proc.stdout
     assert sweep_runs(tmp_path)[1] == []  # no job ran
+
+
+def test_a_dry_run_calls_nothing_logs_nothing_and_needs_no_key(compose_cfg, tmp_path, monkeypatch):
+    from ragsweep.pipeline.summary import format_summary
+    from ragsweep.pipeline.system import run_system
+
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    data = tiny_dataset(tmp_path)
+    seed_mlflow(tmp_path)
+    with FakeOpenAIServer(responder=Hosted(), usage=usage, api_key=KEY) as fake:
+        result = run_system(compose_cfg(*data, *priced(fake.base_url), *stores(tmp_path), "sweep.dry_run=true"))
+        assert fake.n_requests == 0 and fake.models_requests == 0
+    assert result.status == "DRY RUN" and result["estimate/generation_calls"] == 4
+    assert result["estimate/usd_low"] <= result["estimate/usd"] <= result["estimate/usd_high"]
+    text = format_summary(result, [])
+    assert "estimate before any model call: 1 system, 4 answers" in text and text.endswith("(--dry-run)")
+    assert mlflow_runs(tmp_path)[1] == []

@@ -153,8 +153,9 @@ def retrieval_per_question(results: Any, queries: Any, k: int, chunks: Any) -> d
 @contextmanager
 def serving(job: Job) -> Iterator[None]:
     """The job's own model server runs inside; stopped after, its logs kept with the run's
-    artifacts (``server/``). A sweep's shared server is the sweep's to start and stop."""
-    if not job.own_server:
+    artifacts (``server/``). A sweep's shared server is the sweep's to start and stop; a dry run
+    starts none (its prompts need the model's context window and tokenizer, not the server)."""
+    if not job.own_server or job.dry_run:
         yield
         return
     try:
