@@ -255,7 +255,7 @@ class ChatClient(Batching):
             # llama-cpp-python answers an unsupported response_format with a 500 naming it
             if rf is not None and (code in (400, 422) or "response_format" in str(exc)):
                 raise _FormatRejected(msg)
-            if code == 429 and "insufficient_quota" in str(exc):  # OpenAI's 429 for an account out of credit
+            if code == 429 and "insufficient_quota" in f"{exc} {getattr(exc, 'body', '')}":  # no credit left (OpenAI)
                 raise _Final(f"{msg} (the API account is out of quota: waiting does not help)")
             if code == 429:
                 wait = parse_retry_after(exc.response.headers)
