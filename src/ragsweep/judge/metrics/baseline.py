@@ -102,9 +102,9 @@ def context_overlap(response: str, contexts: Sequence[str]) -> float:
 def failed(record: Mapping[str, Any]) -> bool:
     """A record whose generation failed (``error``, or ``failure`` at the generation stage): there
     is no answer to score. A failed judge does not void the baselines: they need no judge."""
-    from ragsweep.judge.ledger import generation_failure
+    from ragsweep.judge.ledger import generation_failure, not_attempted
 
-    return generation_failure(record) is not None
+    return generation_failure(record) is not None or not_attempted(record) is not None
 
 
 def _gt(record: Mapping[str, Any]) -> str | None:
