@@ -38,11 +38,7 @@ def run_system(cfg: DictConfig, parent_run_id: str | None = None, server: Any = 
     signals.reset()
     top = validated["top"]
     timer = Stages()
-    with timer("load"):  # bad input data also fails here, before a run or a server exists
-        loader = instantiate(cfg.dataset)
-        if quiet() and hasattr(loader.config, "progress"):  # ragsweep -q: the summary only
-            loader.config.progress = False
-        dataset = loader.load()
+    dataset = _load(cfg, timer)  # bad input data fails here, before a run or a server exists
     resolved = OmegaConf.to_container(cfg, resolve=True)
     resolved.pop("hydra", None)
 
@@ -87,6 +83,15 @@ def run_system(cfg: DictConfig, parent_run_id: str | None = None, server: Any = 
         raise
     finally:
         tracker.end(status)
+
+
+def _load(cfg: DictConfig, timer: Stages) -> Any:
+    """The run's dataset, timed as the "load" stage."""
+    with timer("load"):
+        loader = instantiate(cfg.dataset)
+        if quiet() and hasattr(loader.config, "progress"):  # ragsweep -q: the summary only
+            loader.config.progress = False
+        return loader.load()
 
 
 def _finished(tracker: Tracker, parent_run_id: str | None, key: str, run_name: str, top: Any) -> RunResult | None:
