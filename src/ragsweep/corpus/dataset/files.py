@@ -113,7 +113,7 @@ class FilesDataset(_Loader):
         config = [FORMAT, sorted((k, p.name, p.version) for k, p in BY_EXTENSION.items())]
         key = corpus_key([e.path for e in entries], config)
         cache = folder.cache()
-        ledger = cache.get("parse-ledger", key) if key is not None and cache is not None else None
+        ledger = cache.get("parse-ledger", key, None) if key is not None and cache is not None else None
         warm = open_warm(key, folder.parse_all, source, folder.stream) if ledger is not None else None
         if warm is not None:
             documents: Sequence[Document] = FileDocuments(warm.path, folder, source)
