@@ -61,3 +61,11 @@ def test_the_baselines_score_the_abstention():
     assert f1(_record("Picasso painted it.")) == rouge(_record("Picasso painted it.")) == 0.0
     # an ordinary ground truth is scored as before
     assert f1(_record("It was painted in 1889.", gt="It was painted in 1889.")) == 1.0
+
+
+def test_an_abstention_without_claims_is_no_judge_failure():
+    from ragsweep.judge.ledger import judge_failure
+
+    assert judge_failure(_record("I don't know.")) is None
+    broken = {**_record("Paris."), "gt_answer": "Paris is the capital."}  # a real answer whose claims are missing
+    assert judge_failure(broken) == "claim extraction failed (ground truth)"

@@ -81,14 +81,24 @@ class JsonlDataset(_CorpusFile):
             _check_limit(self.limit)
             if not 0 < self.match <= 1:
                 raise ValueError(f"dataset.match ({self.match}) must be in (0, 1]: e.g. 0.8")
-            for field in ("corpus", "queries"):
-                _require_setting(getattr(self, field), field, "jsonl", "PATH.jsonl")
+            _require_setting(self.corpus, "corpus", "jsonl", "PATH.jsonl")  # queries: by load() (load_corpus needs none)
 
     def _corpus_file(self) -> Path:
         return Path(self.config.corpus)
 
     def _key_config(self) -> Any:
         return "jsonl"
+
+    def load(self) -> Dataset:
+        if not self.config.queries:
+            raise DataError("dataset.queries is required to run questions over dataset=jsonl: add dataset.queries=PATH.jsonl "
+                            "(no questions yet? ragsweep-questions writes a set: docs/questions.md)")
+        return super().load()
+
+    def load_corpus(self) -> Dataset:
+        """The corpus file's documents without questions (for generating questions)."""
+        docs = self._parsed()
+        return Dataset(self.config.name, docs, [], stats={"documents": len(docs)})
 
     def _stream(self, every: bool = False) -> Iterator[Document]:
         """The corpus file's documents as it is read, checked line by line (the kept, non-empty
