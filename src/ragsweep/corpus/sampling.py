@@ -4,7 +4,7 @@ A question set must not depend on the chunking a sweep will compare, so the wind
 from the parsed text itself, never from chunks:
 
 * a document's **strata** are its sections (the headings of the two outermost levels it has), else
-  its pages (a PDF), else ``parts`` equal parts of its text;
+  its pages (a PDF), else ``parts`` about equal parts of its text, cut where a sentence starts;
 * a stratum is cut into **windows** of whole sentences, about ``window_chars`` characters each
   (:func:`ragsweep.corpus.text.sentence_spans`); a window shorter than ``min_chars`` is no window;
 * the **anchors** (one per sample) are drawn round-robin over the documents in a seeded random order,
@@ -24,6 +24,7 @@ Everything is a pure function of the documents and the config: the same seed giv
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
@@ -95,8 +96,9 @@ def strata(doc: Document, parts: int = 4) -> list[tuple[str, int, int]]:
         cuts = list(doc.pages) + [n]
         return [(f"p. {page_of(doc, a)}", a, b) for a, b in zip(cuts, cuts[1:]) if b > a]
     k = max(1, min(parts, n // 2000 or 1))
-    step = math.ceil(n / k)
-    return [(f"part {i + 1}/{k}", i * step, min(n, (i + 1) * step)) for i in range(k) if i * step < n]
+    starts = [s for s, _ in sentence_spans(doc.text)] or [0]
+    cuts = sorted({0} | {starts[min(bisect_left(starts, i * n // k), len(starts) - 1)] for i in range(1, k)} | {n})
+    return [(f"part {i + 1}/{len(cuts) - 1}", a, b) for i, (a, b) in enumerate(zip(cuts, cuts[1:])) if b > a]
 
 
 def _section(doc: Document, pos: int) -> str:
