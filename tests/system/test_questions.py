@@ -20,7 +20,7 @@ from support import FIXTURES  # noqa: E402
 from test_faults import KEY_ENV, cli, external, mlflow_runs, seed_mlflow  # noqa: E402
 
 PY = sys.executable
-PASSAGE = re.compile(r'Passage(?: [AB])? from "[^"]*":\n(.*?)(?=\n\n(?:Passage [AB] from|Reply as JSON))', re.S)
+PASSAGE = re.compile(r'Passage(?: [AB])? from "[^"]*":\n(.*?)(?=\n\n(?:Passage [AB] from|Reply with JSON))', re.S)
 REMINDER = "\n\n(Your previous answer"
 
 

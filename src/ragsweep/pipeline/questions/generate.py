@@ -17,7 +17,7 @@ from ragsweep.judge.llm_judge import RETRY_REMINDER
 from ragsweep.pipeline.questions import filters as F
 from ragsweep.pipeline.questions.config import QuestionsConfig
 from ragsweep.pipeline.questions.grounding import Evidence, both_sides, ground
-from ragsweep.pipeline.questions.prompts import SCHEMA, Draft, closed_book, messages, parse
+from ragsweep.pipeline.questions.prompts import Draft, closed_book, messages, parse, schema_for
 
 log = logging.getLogger("ragsweep")
 
@@ -98,7 +98,7 @@ def drafts(ctx: Context, cands: list[Candidate]) -> None:
                 msgs[-1] = (msgs[-1][0], msgs[-1][1] + RETRY_REMINDER)
             temp = float(ctx.gen.temperature) or (RETRY_TEMPERATURE if attempt else 0.0)
             reqs.append(ChatRequest(tuple(msgs), temperature=temp, max_tokens=ctx.q.max_tokens,
-                                    seed=(ctx.gen.seed or 0) + attempt, response_format=SCHEMA))
+                                    seed=(ctx.gen.seed or 0) + attempt, response_format=schema_for(c.sample.kind)))
         outs = ctx.client.chat_many(reqs, desc="questions" if not attempt else f"re-ask {attempt}")
         retry = []
         for c, out in zip(pending, outs):

@@ -11,7 +11,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ragsweep.corpus.sampling import Sample, Window
+from ragsweep.corpus.sampling import PAIRED, Sample, Window
 from ragsweep.judge.llm_judge import parse_json_object
 from ragsweep.pipeline.questions.config import PROMPT_KEYS, PromptsConfig
 
@@ -19,13 +19,24 @@ from ragsweep.pipeline.questions.config import PROMPT_KEYS, PromptsConfig
 SCHEMA: dict[str, Any] = {
     "title": "question",
     "type": "object",
-    "properties": {
+    "properties": {  # evidence first: a model that has copied its sentence asks about it (llama.cpp keeps this order)
+        "quotes": {"type": "array", "items": {"type": "string"}},
         "question": {"type": "string"},
         "answer": {"type": "string"},
-        "quotes": {"type": "array", "items": {"type": "string"}},
     },
-    "required": ["question", "answer", "quotes"],
+    "required": ["quotes", "question", "answer"],
 }
+
+
+def schema_for(kind: str) -> dict[str, Any]:
+    """:data:`SCHEMA`, with the quotes an answerable kind needs: one (two for a two-passage kind). A
+    grammar-constrained model then has to start copying, and cannot run on into a list of fragments."""
+    if kind == "unanswerable":
+        return SCHEMA
+    quotes = {**SCHEMA["properties"]["quotes"], "minItems": 1, "maxItems": 2 if kind in PAIRED else 1}
+    return {**SCHEMA, "properties": {**SCHEMA["properties"], "quotes": quotes}}
+
+
 _PLACEHOLDER = re.compile(r"\{(title|passage|title_a|passage_a|title_b|passage_b|question)\}")
 MIN_QUESTION_WORDS = 3
 
@@ -111,4 +122,4 @@ def parse(text: Any, kind: str = "single") -> Draft | None:
     return Draft(question, answer, quotes)
 
 
-__all__ = ["Draft", "SCHEMA", "closed_book", "messages", "parse", "prompt_id", "render"]
+__all__ = ["Draft", "SCHEMA", "closed_book", "messages", "parse", "prompt_id", "render", "schema_for"]

@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 from ragsweep.conf import CONF_DIR
 from ragsweep.corpus.sampling import Sample, Window
 from ragsweep.pipeline.questions.config import PromptsConfig
-from ragsweep.pipeline.questions.prompts import SCHEMA, messages, parse, prompt_id, render
+from ragsweep.pipeline.questions.prompts import SCHEMA, messages, parse, prompt_id, render, schema_for
 
 
 def shipped() -> PromptsConfig:
@@ -27,12 +27,14 @@ def test_the_shipped_prompts_fill_in_their_passages_and_keep_the_json_example():
     v = Window("b.md", 0, 22, "PostgreSQL is a server.", "§ About")
     one = messages(p, Sample("single", (w,)), {"a.md": "About SQLite"})
     assert one[0][0] == "system" and "SQLite is a library." in one[1][1] and '"About SQLite"' in one[1][1]
-    assert '{"question": "...", "answer": "..."' in one[1][1]  # the JSON braces are not placeholders
+    assert "Reply with JSON: quotes (one sentence copied exactly" in one[1][1]
     two = messages(p, Sample("comparison", (w, v)), {})
     assert "SQLite is a library." in two[1][1] and "PostgreSQL is a server." in two[1][1] and '"b.md"' in two[1][1]
-    assert render("{question} {nothing}", question="Q?") == "Q? {nothing}"
+    assert render('{question} {nothing} {"a": 1}', question="Q?") == 'Q? {nothing} {"a": 1}'  # other braces stay
     assert prompt_id(p).startswith("default@") and prompt_id(p) != prompt_id(PromptsConfig(**{**p.__dict__, "single": p.single + "!"}))
-    assert SCHEMA["required"] == ["question", "answer", "quotes"]
+    assert SCHEMA["required"] == ["quotes", "question", "answer"] and list(SCHEMA["properties"])[0] == "quotes"
+    assert schema_for("single")["properties"]["quotes"]["minItems"] == 1
+    assert schema_for("comparison")["properties"]["quotes"]["maxItems"] == 2 and schema_for("unanswerable") == SCHEMA
 
 
 def test_a_well_formed_answer_is_read_whatever_surrounds_it():
