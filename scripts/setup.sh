@@ -3,7 +3,7 @@
 #   bash scripts/setup.sh
 # Into the active virtualenv (or conda env); without one, into ./.venv (created here).
 # llama-cpp-python is compiled by scripts/build_llama_cpp.py for any x86-64 CPU with AVX2 (never
-# from pip's cache); RAGSWEEP_LLAMA_CMAKE_ARGS opts into other flags (see README, "Set up").
+# from pip's cache); RAGSWEEP_LLAMA_CMAKE_ARGS opts into other flags (see docs/index.md, "Set up").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,6 +20,7 @@ python -m pip install --upgrade pip
 python -m pip install "torch==2.13.0" ${RAGSWEEP_TORCH_INDEX:+--index-url "$RAGSWEEP_TORCH_INDEX"}
 # llama.cpp for any x86-64 CPU with AVX2, keyed by its build flags, never a foreign cached wheel
 python scripts/build_llama_cpp.py
-# everything else (llama-cpp-python is already satisfied, so pip does not build it again)
-python -m pip install -e '.[dev]'
+# everything else (llama-cpp-python is already satisfied, so pip does not build it again), with the
+# tests' packages and the docs site's (mkdocs build --strict, as CI runs it after the tests)
+python -m pip install -e '.[dev,docs]'
 echo "setup: done. Check the install with: ragsweep-doctor"

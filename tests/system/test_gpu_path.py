@@ -385,17 +385,17 @@ def test_no_extra_installs_faiss_gpu_beside_faiss_cpu():
     assert project["optional-dependencies"]["vllm"] == ["vllm>=0.27.1,<0.33"]
 
 
-def test_the_readme_installs_what_runs_on_ampere_hopper_and_blackwell():
-    """The README's GPU install is the faiss wheel ragsweep recommends (faiss-gpu-cu12 has no code
-    for Hopper or Blackwell), says vLLM 0.32 needs Python 3.11 and what the cu128 torch rules out,
-    and its vLLM range is the extra's (which the doctor reads)."""
+def test_the_gpu_page_installs_what_runs_on_ampere_hopper_and_blackwell():
+    """The GPU install of docs/gpu.md is the faiss wheel ragsweep recommends (faiss-gpu-cu12 has no
+    code for Hopper or Blackwell), says vLLM 0.32 needs Python 3.11 and what the cu128 torch rules
+    out, and its vLLM range is the extra's (which the doctor reads)."""
     import tomllib
 
     from ragsweep.pipeline import doctor
     from ragsweep.rag.retriever import faiss_gpu
 
-    readme = (TESTS.parent / "README.md").read_text()
-    gpu = readme[readme.index("## GPU: vLLM and faiss-gpu"):readme.index("## Compare systems question by question")]
+    gpu = (TESTS.parent / "docs" / "gpu.md").read_text()
+    assert faiss_gpu.fix().endswith("(docs/gpu.md)")  # where the fix of a wrong faiss wheel points
     at = gpu.index("**Install**")
     install = gpu[at:gpu.index("ragsweep-doctor --gpu", at)]
     assert f"pip install '{faiss_gpu.RECOMMENDED}'" in install and "faiss-gpu-cu12" not in install

@@ -19,7 +19,6 @@ import functools
 import itertools
 import logging
 import os
-from pathlib import Path
 from dataclasses import asdict, dataclass
 from typing import Any, Iterator, Sequence
 
@@ -137,17 +136,10 @@ class TokenChunker:
         if cache is None or not getattr(cache, "enabled", True):
             return self._chunk_all(documents)
         key = Cache.key("chunks", chunkstore.FORMAT, self.key_config(), corpus_fingerprint(documents))
-        rec = cache.get("chunks", key)
-        root = Path(cache.root)
-        fingerprint = Cache.key("chunk-list", key)
-        if isinstance(rec, dict) and rec.get("format") == chunkstore.FORMAT and (root / rec["file"]).is_file():
-            table = chunkstore.ChunkTable(root / rec["file"], fingerprint)
+        table, hit = chunkstore.cached(cache, key, lambda: self._batches(documents))
+        if hit:
             self.stats = {"documents": len(documents), "chunks": len(table)}
-            return table
-        rel = Path("blobs") / "chunks" / key / chunkstore.FILE
-        n = chunkstore.write(root / rel, self._batches(documents))
-        cache.put("chunks", key, {"file": str(rel), "rows": n, "format": chunkstore.FORMAT})
-        return chunkstore.ChunkTable(root / rel, fingerprint)
+        return table
 
     def token_offsets(self, texts: Sequence[str]) -> list[list[tuple[int, int]]]:
         """Character offsets of every token of every text (no special tokens, no truncation)."""

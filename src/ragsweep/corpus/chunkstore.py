@@ -15,8 +15,9 @@ import bisect
 import os
 import uuid
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
+from ragsweep.store.cache import Cache
 from ragsweep.types import Chunk
 
 FORMAT = "arrow-ipc-v1"
@@ -153,6 +154,22 @@ def write(path: Path, batches: Iterable[list[Chunk]], keep: list[Chunk] | None =
         tmp.unlink(missing_ok=True)
         raise
     return n
+
+
+def cached(cache: Any, key: str, batches: Callable[[], Iterable[list[Chunk]]],
+           heading: bool = False) -> tuple[ChunkTable, bool]:
+    """The chunk file that ``cache`` records under ``key`` (stage ``"chunks"``), or, where there is
+    none (or its file is gone), one written now from ``batches()`` under the cache's
+    ``blobs/chunks/<key>/`` and recorded. Returns the memory-mapped table and whether it was a hit."""
+    rec = cache.get("chunks", key)
+    root = Path(cache.root)
+    fingerprint = Cache.key("chunk-list", key)
+    if isinstance(rec, dict) and rec.get("format") == FORMAT and (root / rec["file"]).is_file():
+        return ChunkTable(root / rec["file"], fingerprint), True
+    rel = Path("blobs") / "chunks" / key / FILE
+    n = write(root / rel, batches(), heading=heading)
+    cache.put("chunks", key, {"file": str(rel), "rows": n, "format": FORMAT})
+    return ChunkTable(root / rel, fingerprint), False
 
 
 def open_table(path: Path) -> Any:

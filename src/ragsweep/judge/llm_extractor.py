@@ -34,20 +34,18 @@ from ragsweep.judge.components import JudgeComponent
 #: The RefChecker commit the prompts were copied from (``tests/fixtures/refchecker/``).
 REFCHECKER_COMMIT = "1df1b25cee792ba2b171302e31ca4f768bd67703"
 
-# ---- RefChecker refchecker/extractor/extractor_prompts.py, verbatim (Apache-2.0) ----------------
+# ---- RefChecker refchecker/extractor/extractor_prompts.py, its text verbatim (Apache-2.0) -------
 # (a trailing space at a line end is written \x20 so that no editor strips it)
-TRIPLET_PROMPT_Q = """Given a question and a candidate answer to the question, please extract a KG from the candidate answer condition on the question and represent the KG with triples formatted with ("subject", "predicate", "object"), each triplet in a line.
-Please note that this is an EXTRACTION task, so DO NOT care about whether the content of the candidate answer is factual or not, just extract the triplets from it. Importantly, ensure that the extracted KG does not contain overlapping or redundant information. Each piece of information should be represented in the KG only once, and you should avoid creating triplets that are simply the inverse of another triplet. For example, if you extract the triplet ("John", "owns", "Car"), do not also include ("Car", "owned by", "John") as it represents the same information in reverse.
-
-Clarification on redundancy: First, Do not create triplets that reverse the subject and object to state the same fact. Next, Ensure each fact is represented uniquely in the simplest form, and avoid creating multiple triplets that convey the same information.
+# The two prompts share their rule against redundant triplets and their first example (the Tesla
+# bot); each is written once here, and the prompts are joined from the parts exactly as RefChecker
+# writes them (tests/contract/test_prompts_golden.py compares them character for character).
+_REDUNDANCY = """Clarification on redundancy: First, Do not create triplets that reverse the subject and object to state the same fact. Next, Ensure each fact is represented uniquely in the simplest form, and avoid creating multiple triplets that convey the same information.
 
 Here are some in-context examples:
 
-### Question:
-Given these paragraphs about the Tesla bot, what is its alias?
+"""
 
-### Candidate Answer:
-Optimus (or Tesla Bot) is a robotic humanoid under development by Tesla, Inc. It was announced at the company's Artificial Intelligence (AI) Day event on August 19, 2021.
+_OPTIMUS_KG = """Optimus (or Tesla Bot) is a robotic humanoid under development by Tesla, Inc. It was announced at the company's Artificial Intelligence (AI) Day event on August 19, 2021.
 
 ### KG:
 ("Optimus", "is", "robotic humanoid")
@@ -58,7 +56,16 @@ Optimus (or Tesla Bot) is a robotic humanoid under development by Tesla, Inc. It
 ("Artificial Intelligence (AI) Day event", "held on", "August 19, 2021")
 ("Artificial Intelligence (AI) Day event", "organized by", "Tesla, Inc.")
 
-### Question:
+"""
+
+TRIPLET_PROMPT_Q = """Given a question and a candidate answer to the question, please extract a KG from the candidate answer condition on the question and represent the KG with triples formatted with ("subject", "predicate", "object"), each triplet in a line.
+Please note that this is an EXTRACTION task, so DO NOT care about whether the content of the candidate answer is factual or not, just extract the triplets from it. Importantly, ensure that the extracted KG does not contain overlapping or redundant information. Each piece of information should be represented in the KG only once, and you should avoid creating triplets that are simply the inverse of another triplet. For example, if you extract the triplet ("John", "owns", "Car"), do not also include ("Car", "owned by", "John") as it represents the same information in reverse.
+
+""" + _REDUNDANCY + """### Question:
+Given these paragraphs about the Tesla bot, what is its alias?
+
+### Candidate Answer:
+""" + _OPTIMUS_KG + """### Question:
 here is some text about Andre Weiss, how many years was Andre at University of Dijon in Paris?
 
 ### Candidate Answer:
@@ -81,23 +88,8 @@ Now generate the KG for the following candidate answer based on the provided que
 
 TRIPLET_PROMPT = """Given an input text, please extract a KG from the text and represent the KG with triples formatted with ("subject", "predicate", "object"), each triplet in a line. Please note that this is an EXTRACTION task, so DO NOT care about whether the content of the candidate answer is factual or not, just extract the triplets from it. Importantly, ensure that the extracted KG does not contain overlapping or redundant information. Each piece of information should be represented in the KG only once, and you should avoid creating triplets that are simply the inverse of another triplet. For example, if you extract the triplet ("John", "owns", "Car"), do not also include ("Car", "owned by", "John") as it represents the same information in reverse.
 
-Clarification on redundancy: First, Do not create triplets that reverse the subject and object to state the same fact. Next, Ensure each fact is represented uniquely in the simplest form, and avoid creating multiple triplets that convey the same information.
-
-Here are some in-context examples:
-
-### Input:
-Optimus (or Tesla Bot) is a robotic humanoid under development by Tesla, Inc. It was announced at the company's Artificial Intelligence (AI) Day event on August 19, 2021.
-
-### KG:
-("Optimus", "is", "robotic humanoid")
-("Optimus", "under development by", "Tesla, Inc.")
-("Optimus", "also known as", "Tesla Bot")
-("Tesla, Inc.", "announced", "Optimus")
-("Announcement of Optimus", "occurred at", "Artificial Intelligence (AI) Day event")
-("Artificial Intelligence (AI) Day event", "held on", "August 19, 2021")
-("Artificial Intelligence (AI) Day event", "organized by", "Tesla, Inc.")
-
-### Input:
+""" + _REDUNDANCY + """### Input:
+""" + _OPTIMUS_KG + """### Input:
 The song "Here Comes the Boom" was originally released by American rock band Nelly in 2002 for the soundtrack of the film "The Longest Yard."
 
 ### KG:

@@ -105,7 +105,7 @@ def test_doctor_line_for_the_served_weight_format(tmp_path, monkeypatch):
 
 # -- the GPU lines (issue 35, item 2), printed with a fake NVML (an H100), faiss and vLLM ------------
 def test_doctor_accepts_a_gpu_faiss_in_place_of_faiss_cpu(monkeypatch):
-    """After the README's GPU steps faiss-cpu is gone and faiss-gpu is there: no ✗ for it."""
+    """After the GPU steps of docs/gpu.md faiss-cpu is gone and faiss-gpu is there: no ✗ for it."""
     import importlib.metadata as md
 
     real = md.version
@@ -161,7 +161,7 @@ def test_doctor_gpu_lines_on_an_h100_with_the_wrong_faiss_wheel(h100, monkeypatc
         "✗ faiss (faiss-gpu-cu12 1.14.1) cannot search on GPU 0: faiss-gpu-cu12 1.14.1 carries GPU code for "
         "sm_70, sm_80, no PTX only, and GPU 0 (NVIDIA H100 80GB HBM3) has compute capability 9.0: its first search "
         "would abort the process",
-        "    fix: pip uninstall -y faiss-gpu-cu12 && pip install 'faiss-gpu>=1.15.1,<1.16' (README, 'GPU: vLLM and faiss-gpu')",
+        "    fix: pip uninstall -y faiss-gpu-cu12 && pip install 'faiss-gpu>=1.15.1,<1.16' (docs/gpu.md)",
         "✓ vLLM 0.32.0 imports (ragsweep supports vllm<0.33,>=0.27.1)",
         "",
         "1 check(s) failed",

@@ -41,7 +41,7 @@ def test_an_h100_with_faiss_gpu_cu12_is_refused_before_anything_runs(monkeypatch
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")  # cuda:0 is then the H100
     assert "H100" in faiss_gpu.unusable(0)
     assert faiss_gpu.fix() == ("pip uninstall -y faiss-gpu-cu12 && pip install 'faiss-gpu>=1.15.1,<1.16' "
-                               "(README, 'GPU: vLLM and faiss-gpu')")
+                               "(docs/gpu.md)")
 
 
 def test_blackwell_with_faiss_gpu_goes_on_to_the_test_search(monkeypatch, tmp_path):

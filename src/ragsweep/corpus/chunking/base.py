@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from ragsweep.corpus import chunkstore
@@ -126,17 +125,10 @@ class Chunker:
             return [c for part in self._batches(documents) for c in part]
         key = Cache.key("chunks", chunkstore.FORMAT, self.key_config(), corpus_fingerprint(documents),
                         *self.key_documents(documents))
-        rec = cache.get("chunks", key)
-        root = Path(cache.root)
-        fingerprint = Cache.key("chunk-list", key)
-        if isinstance(rec, dict) and rec.get("format") == chunkstore.FORMAT and (root / rec["file"]).is_file():
-            table = chunkstore.ChunkTable(root / rec["file"], fingerprint)
+        table, hit = chunkstore.cached(cache, key, lambda: self._batches(documents), heading=self.keeps_headings)
+        if hit:
             self.stats = {"documents": len(documents), "chunks": len(table)}
-            return table
-        rel = Path("blobs") / "chunks" / key / chunkstore.FILE
-        n = chunkstore.write(root / rel, self._batches(documents), heading=self.keeps_headings)
-        cache.put("chunks", key, {"file": str(rel), "rows": n, "format": chunkstore.FORMAT})
-        return chunkstore.ChunkTable(root / rel, fingerprint)
+        return table
 
     def token_counts(self, texts: Sequence[str]) -> list[TokenCount]:
         """A token counter per text, from one batched call of the tokenizer."""

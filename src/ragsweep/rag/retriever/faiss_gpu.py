@@ -91,7 +91,7 @@ def build_of(dists: dict[str, str]) -> tuple[str, str, Build] | None:
 
 def fix() -> str:
     drop = " ".join(installed()) or "faiss-cpu"
-    return f"pip uninstall -y {drop} && pip install '{RECOMMENDED}' (README, 'GPU: vLLM and faiss-gpu')"
+    return f"pip uninstall -y {drop} && pip install '{RECOMMENDED}' (docs/gpu.md)"
 
 
 def capability_mismatch(device: int) -> str | None:

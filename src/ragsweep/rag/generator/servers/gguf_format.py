@@ -4,7 +4,7 @@ the target format.
 
 Why: the packaged SmolLM2 file is Q4_1, and llama.cpp's CPU backend has no fast matrix-multiply
 path for Q4_1 prompts; F16, Q8_0 and Q4_0 have one. Prompt processing is 85-90% of a RAG run's
-generation time, so the format alone is worth about 2x (see README, "Speed on a CPU").
+generation time, so the format alone is worth about 2x (docs/cpu_speed.md).
 
     converted_model(Path("SmolLM2-135M-Instruct.Q4_1.gguf"), "f16", Path(".ragsweep_cache"))
     -> .ragsweep_cache/gguf/SmolLM2-135M-Instruct.Q4_1-<sha256[:16]>.f16.gguf

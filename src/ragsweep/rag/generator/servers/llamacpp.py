@@ -89,7 +89,7 @@ def default_replicas() -> int:
     request at a time; two one-thread processes answering two requests at once read prompts as
     fast as one two-thread process (each is one core's matrix work) and decode twice as much (a
     decoded token is too small a graph for two threads): on 2 cores, 8 default-run requests took
-    2.2-2.3 s each against 2.9-3.3 s from one process (README, "Speed on a CPU"). One-thread
+    2.2-2.3 s each against 2.9-3.3 s from one process (docs/cpu_speed.md). One-thread
     processes also never wait on a sibling thread that a busy neighbour process has descheduled."""
     return max(1, min(4, usable_cpus()))
 
@@ -108,7 +108,7 @@ def default_batch_threads() -> int:
     where a barrier's wake-up is negligible beside the matrix work, so with ``OMP_WAIT_POLICY=
     passive`` (waiting threads sleep instead of spinning: the default, ``omp_wait_policy``) the
     second core speeds prompts up when idle and costs nothing beside a busy process. Prompts are
-    85-90% of a RAG run's generation time. Measured: README, "Speed on a CPU"."""
+    85-90% of a RAG run's generation time. Measured: docs/cpu_speed.md."""
     return usable_cpus()
 
 
