@@ -101,8 +101,10 @@ def report(name: str, counts: dict[str, int], n: int, seed: int, wall_s: float, 
         k = c[f"dropped_{r}"]
         lines.append(f"    {r:<16}{k:>5}  {k / max(1, c['candidates']):>6.1%}  {c[f'after_{r}']:>5}   {WHY[r]}")
     answerable = sum(v for k, v in c.items() if k.startswith("kept_") and k != "kept_unanswerable")
-    lines.append(f"  evidence: every one of the {answerable} answerable questions has located spans ({spans} in all); "
-                 f"{c.get('kept_unanswerable', 0)} unanswerable ones have none and expect an abstention")
+    lines.append((f"  evidence: every one of the {answerable} answerable questions has located spans ({spans} in all); "
+                  if answerable else "  evidence: no answerable question was kept, so the set measures abstention only (no "
+                  "retrieval metric); a stronger model (generator=vllm or generator=external) or a larger oversample helps; ")
+                 + f"{c.get('kept_unanswerable', 0)} unanswerable ones have none and expect an abstention")
     for note in notes:
         lines.append(f"  note: {note}")
     lines.append(f"  wrote {out} ({c['kept']} questions); the dropped candidates and why: {dropped_path(out)}")
