@@ -25,6 +25,8 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Mapping, Sequence
 
+from ragsweep.records import is_abstention
+
 GENERATION, JUDGE, BUDGET = "generation", "judge", "budget"
 #: families whose values do not depend on the answer (a failed generation does not touch them)
 ANSWER_FREE = frozenset({"retrieval"})
@@ -72,7 +74,8 @@ def judge_failure(rec: Mapping[str, Any]) -> str | None:
     if "response_claims" in rec and rec.get("response_claims") is None:
         return "claim extraction failed (response)"
     gt = rec.get("gt_answer")
-    if "gt_answer_claims" in rec and rec.get("gt_answer_claims") is None and isinstance(gt, str) and gt.strip():
+    if ("gt_answer_claims" in rec and rec.get("gt_answer_claims") is None and isinstance(gt, str) and gt.strip()
+            and not is_abstention(gt)):  # an abstention has no claims by definition (judge.abstention)
         return "claim extraction failed (ground truth)"
     for field in ("answer2response", "response2answer", "retrieved2response", "retrieved2answer"):
         if _none_in(rec.get(field)):

@@ -50,6 +50,7 @@ def run_system(cfg: DictConfig, parent_run_id: str | None = None, server: Any = 
     key = system_key(resolved)
     tags = {"ragsweep.system": run_name, "ragsweep.system_key": key, "ragsweep.role": "child" if parent_run_id else "single"}
     tags.update(retrieval_only.tags() if retro else {})
+    tags.update(synthetic_tags(dataset))
     done = _finished(tracker, parent_run_id, key, run_name, top)
     if done is not None:  # a resumed sweep: this system already finished, nothing to redo
         return done
@@ -70,7 +71,7 @@ def run_system(cfg: DictConfig, parent_run_id: str | None = None, server: Any = 
         tracker.set_tags(ended)
         return RunResult(metrics, name=run_name, run_id=tracker.run_id, experiment_id=tracker.experiment_id,
                          experiment_name=top.experiment_name, tracking_uri=top.mlflow.tracking_uri, records=records,
-                         records_uri=tracker.artifact_uri("records.json"), judge=card,
+                         records_uri=tracker.artifact_uri("records.json"), judge=card, synthetic=dataset.synthetic,
                          judge_card_uri=tracker.artifact_uri("judge_card.md"),
                          status="BUDGET REACHED" if ended else "FINISHED", budget=ended.get("ragsweep.budget"))
     except spend.DryRun as stop:  # nothing was called and nothing logged: the estimate is the result
@@ -105,6 +106,27 @@ def _finished(tracker: Tracker, parent_run_id: str | None, key: str, run_name: s
     return RunResult(dict(done.data.metrics), name=run_name, run_id=done.info.run_id, skipped=True,
                      experiment_id=tracker.experiment_id, experiment_name=top.experiment_name,
                      tracking_uri=top.mlflow.tracking_uri)
+
+
+def synthetic_tags(dataset: Dataset) -> dict[str, str]:
+    """A run over a generated question set (``ragsweep-questions``) is tagged so
+    (``ragsweep.questions = synthetic``, with the set's file, model and corpus fingerprint); a set made
+    from another version of the corpus is named in a warning (its quotes were located again)."""
+    syn = dataset.synthetic
+    if not syn:
+        return {}
+    from ragsweep.corpus.dataset.fingerprint import corpus_fingerprint
+
+    made_from = syn.get("corpus_fingerprint")
+    if made_from and made_from != corpus_fingerprint(dataset.documents):
+        log.warning("%s was generated from another version of this corpus (fingerprint %s...): its evidence was "
+                    "checked against the text of now; generate it again for questions about what changed",
+                    syn.get("file"), str(made_from)[:12])
+    tags = {"ragsweep.questions": "synthetic", "ragsweep.questions.count": str(syn.get("questions", ""))}
+    for key in ("file", "model", "prompt", "seed", "corpus_fingerprint"):
+        if syn.get(key) is not None:
+            tags[f"ragsweep.questions.{key}"] = str(syn[key])[:500]
+    return tags
 
 
 def run_job(job: stages.Job, dataset: Dataset) -> tuple[dict[str, Any], list[dict[str, Any]]]:
