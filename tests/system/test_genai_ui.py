@@ -8,32 +8,16 @@ questions) and drives Chromium; this test runs it into a temporary folder."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-from support import ROOT
-
-CHROMIUM = "/usr/bin/chromium"
-_missing = ([] if Path(CHROMIUM).exists() else [f"{CHROMIUM} not installed (apt-get install chromium)"]) + (
-    [] if importlib.util.find_spec("playwright") else ["playwright not installed (pip install -e .[dev])"])
-
-
-def _ui():
-    spec = importlib.util.spec_from_file_location("mlflow_genai_ui", ROOT / "experiments" / "mlflow_genai_ui.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+from support.browser import MISSING, load_script
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(bool(_missing), reason="; ".join(_missing))
+@pytest.mark.skipif(bool(MISSING), reason="; ".join(MISSING))
 def test_datasets_evaluation_runs_and_a_trace_with_expectations_in_the_mlflow_ui(tmp_path, monkeypatch):
     monkeypatch.setenv("RAGSWEEP_CACHE_DIR", str(tmp_path / "cache"))
-    ui = _ui()
+    ui = load_script("mlflow_genai_ui")
     store = ui.make_store(tmp_path / "store")
     assert store.dataset.startswith("clapnq-4q-") and store.eval_run
     seen = ui.shoot(store, tmp_path / "shots")  # each page is checked inside (CheckError otherwise)
