@@ -35,18 +35,23 @@ ANSWER_FREE = frozenset({"retrieval"})
 JUDGE_FREE = frozenset({"retrieval", "baseline"})
 
 
-def not_attempted(rec: Mapping[str, Any]) -> str | None:
-    """Why a budget kept this question's work from being done, or None."""
+def _marked(rec: Mapping[str, Any], stage: str, default: str) -> str | None:
+    """The reason of ``rec``'s failure mark when it is of ``stage`` (``default`` if it gives none)."""
     f = rec.get("failure")
-    if isinstance(f, Mapping) and f.get("stage") == BUDGET:
-        return str(f.get("reason") or "budget reached")
+    if isinstance(f, Mapping) and f.get("stage") == stage:
+        return str(f.get("reason") or default)
     return None
 
 
+def not_attempted(rec: Mapping[str, Any]) -> str | None:
+    """Why a budget kept this question's work from being done, or None."""
+    return _marked(rec, BUDGET, "budget reached")
+
+
 def generation_failure(rec: Mapping[str, Any]) -> str | None:
-    f = rec.get("failure")
-    if isinstance(f, Mapping) and f.get("stage") == GENERATION:
-        return str(f.get("reason") or "generation failed")
+    why = _marked(rec, GENERATION, "generation failed")
+    if why is not None:
+        return why
     if "error" in rec and rec.get("error"):
         return str(rec["error"])
     return None
@@ -66,9 +71,9 @@ def _none_in(matrix: Any) -> bool:
 
 def judge_failure(rec: Mapping[str, Any]) -> str | None:
     """Why the judge failed on this record, or None. Read from what the evaluator left behind."""
-    f = rec.get("failure")
-    if isinstance(f, Mapping) and f.get("stage") == JUDGE:
-        return str(f.get("reason") or "judge failed")
+    why = _marked(rec, JUDGE, "judge failed")
+    if why is not None:
+        return why
     if generation_failure(rec) or not_attempted(rec):
         return None
     if "response_claims" in rec and rec.get("response_claims") is None:
