@@ -256,6 +256,10 @@ def config_reference(conf: Path) -> str:
            "with `GROUP.FIELD=VALUE`, e.g. `ragsweep retriever=dense retriever.top_k=8`.", "",
            "## The primary config", ""]
     out += _render_option(read_option(conf / "config.yaml", ""), "`config.yaml`", False)[2:]
+    # another command's primary config beside config.yaml (conf/questions.yaml: ragsweep-questions)
+    for f in sorted(p for p in conf.glob("*.yaml") if p.name != "config.yaml"):
+        out += [f"## The primary config of `ragsweep-{f.stem}`", ""]
+        out += _render_option(read_option(f, ""), f"`{f.name}`", False)
     for g in order:
         out += [f"## {g}", ""]
         names = ", ".join(f"`{f.stem}`" for f in groups[g])

@@ -13,6 +13,12 @@ below: ``ok``, ``status``, ``rate_limited``, ``hang``, ``close``, ``invalid_json
 /v1/models`` and ``GET /health`` always answer. The server is bounded: after ``max_requests``
 chat requests it answers 503, and it shuts itself down after ``max_seconds``.
 
+Like a hosted API, it can also check a key (``api_key``: any other bearer token gets 401, on
+``/v1/models`` too), limit the rate (``rate_limit=(n, seconds)``: more than n chat requests
+started within any such window get 429 with a ``Retry-After`` saying when the window frees up)
+lack the model list (``models=False``), and count tokens as a real tokenizer roughly does (``usage``: a function of the request body and
+the answer text giving (prompt, completion) tokens; default: words of the JSON messages).
+
 As a script (``python tests/fake_openai_server.py --port P``) it serves ``ok`` answers in the
 foreground, which the managed-server tests start as a child process.
 """
@@ -81,7 +87,8 @@ def _last_user(body: dict) -> str:
     return ""
 
 
-def completion(body: dict, text: str) -> dict:
+def completion(body: dict, text: str, usage: Callable[[dict, str], tuple[int, int]] | None = None) -> dict:
+    prompt, done = usage(body, text) if usage else (len(json.dumps(body.get("messages", [])).split()), len(text.split()))
     return {
         "id": "chatcmpl-fake",
         "object": "chat.completion",
@@ -90,11 +97,7 @@ def completion(body: dict, text: str) -> dict:
         "choices": [
             {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
         ],
-        "usage": {
-            "prompt_tokens": len(json.dumps(body.get("messages", [])).split()),
-            "completion_tokens": len(text.split()),
-            "total_tokens": 0,
-        },
+        "usage": {"prompt_tokens": prompt, "completion_tokens": done, "total_tokens": prompt + done},
     }
 
 
@@ -108,6 +111,10 @@ class FakeOpenAIServer:
         max_seconds: float = 60.0,
         hang_s: float = 30.0,
         port: int = 0,
+        api_key: str | None = None,
+        rate_limit: tuple[int, float] | None = None,
+        usage: Callable[[dict, str], tuple[int, int]] | None = None,
+        models: bool = True,
     ):
         self.script = list(script or [])
         self.default = default or ok()
@@ -115,6 +122,14 @@ class FakeOpenAIServer:
         self.max_requests = max_requests
         self.max_seconds = max_seconds
         self.hang_s = hang_s
+        self.api_key = api_key
+        self.rate_limit = rate_limit
+        self.usage = usage
+        self.models = models  # False: no GET /v1/models route (404), as on some OpenAI-compatible servers
+        self.rejected_keys = 0  # requests refused with 401
+        self.rate_limited = 0  # chat requests answered 429 by the rate limit
+        self.models_requests = 0  # GET /v1/models
+        self._starts: list[float] = []  # when the accepted chat requests of the rate window started
         self.requests: list[dict] = []
         self.headers: list[dict[str, str]] = []
         self.in_flight = 0
@@ -170,6 +185,25 @@ class FakeOpenAIServer:
         self.stop()
 
     # -- behaviour ---------------------------------------------------------------------------
+    def key_refused(self, headers: dict[str, str]) -> bool:
+        if self.api_key is None or headers.get("authorization") == f"Bearer {self.api_key}":
+            return False
+        with self._lock:
+            self.rejected_keys += 1
+        return True
+
+    def _over_rate(self) -> float | None:
+        """Seconds until the rate window frees up, when this request is one too many (lock held)."""
+        if self.rate_limit is None:
+            return None
+        n, window = self.rate_limit
+        now = time.monotonic()
+        self._starts = [t for t in self._starts if now - t < window]
+        if len(self._starts) >= n:
+            return window - (now - self._starts[0])
+        self._starts.append(now)
+        return None
+
     def _next_action(self, body: dict, headers: dict[str, str]) -> tuple[Action, int]:
         with self._lock:
             index = len(self.requests)
@@ -177,6 +211,11 @@ class FakeOpenAIServer:
             self.headers.append(headers)
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            wait = self._over_rate()
+            if wait is not None:
+                self.rate_limited += 1
+                return status(429, {"error": {"message": "Rate limit reached", "type": "requests"}},
+                              {"Retry-After": f"{max(wait, 0.01):.3f}"}), index
             if index >= self.max_requests:
                 return status(503, {"error": {"message": "fake server request budget exhausted"}}), index
             action = None
@@ -219,8 +258,19 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(raw)
         self.wfile.flush()
 
+    def _refuse_key(self) -> bool:
+        if not self.server.fake.key_refused({k.lower(): v for k, v in self.headers.items()}):
+            return False
+        self._send_json(401, {"error": {"message": "Incorrect API key provided.", "type": "invalid_request_error",
+                                        "code": "invalid_api_key"}})
+        return True
+
     def do_GET(self) -> None:
-        if self.path.rstrip("/") in ("/v1/models", "/models"):
+        if self._refuse_key():
+            return
+        if self.path.rstrip("/") in ("/v1/models", "/models") and self.server.fake.models:
+            with self.server.fake._lock:
+                self.server.fake.models_requests += 1
             self._send_json(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
         elif self.path.rstrip("/") == "/health":
             self._send_json(200, {"status": "ok"})
@@ -238,6 +288,8 @@ class _Handler(BaseHTTPRequestHandler):
         except json.JSONDecodeError:
             self._send_json(400, {"error": {"message": "request body is not JSON"}})
             return
+        if self._refuse_key():
+            return
         fake = self.server.fake
         action, _ = fake._next_action(body, {k.lower(): v for k, v in self.headers.items()})
         try:
@@ -245,7 +297,7 @@ class _Handler(BaseHTTPRequestHandler):
                 fake._stopping.wait(action.delay)
             if action.kind == "ok":
                 text = action.text if action.text is not None else f"echo: {_last_user(body)}"
-                self._send_json(200, completion(body, text))
+                self._send_json(200, completion(body, text, fake.usage))
             elif action.kind == "status":
                 payload = action.body if action.body is not None else {"error": {"message": f"HTTP {action.status}"}}
                 self._send_json(action.status, payload, action.headers)

@@ -1,5 +1,17 @@
 """ragsweep: find out which RAG configuration works, and why.
 
+From Python (docs/python.md), on the same configs as the ``ragsweep`` command::
+
+    import ragsweep
+    r = ragsweep.run("retriever=tfidf generator=none")      # one system -> ragsweep.Run
+    r.metrics, r.questions                                  # metrics with intervals; one row per question
+    s = ragsweep.sweep("retriever=bm25,tfidf generator=none")   # the same multirun as `ragsweep -m`
+    df = ragsweep.results("default")                        # one row per system x question, from MLflow
+    ragsweep.compare(run_a, run_b)                          # paired differences with intervals
+    ragsweep.mlflow_scorers()                               # ragsweep's judge as MLflow GenAI scorers
+
+These names are loaded on first use (nothing heavy is imported by ``import ragsweep``).
+
 The package is grouped by the stages of one job (docs/architecture.md): ``corpus`` -> ``rag`` ->
 ``judge`` -> ``tracking`` -> ``analysis``, run by ``pipeline``; ``store`` (the cache) under all.
 """
@@ -44,11 +56,38 @@ MOVED = {
     "ragsweep.cache": "ragsweep.store.cache",
     "ragsweep.cli": "ragsweep.pipeline.cli",
     "ragsweep.config": "ragsweep.pipeline.config",
-    "ragsweep.sweep": "ragsweep.pipeline.sweep",
+    # "ragsweep.sweep" (ragsweep.pipeline.sweep) is no longer mapped: ragsweep.sweep is the function
     "ragsweep.retrieval_only": "ragsweep.pipeline.retrieval_only",
     "ragsweep.summary": "ragsweep.pipeline.summary",
     "ragsweep.doctor": "ragsweep.pipeline.doctor",
 }
+
+
+#: the Python API: name -> the module that defines it, imported on first use (PEP 562)
+API = {
+    "run": "ragsweep.pipeline.api",
+    "sweep": "ragsweep.pipeline.api",
+    "compose": "ragsweep.pipeline.api",
+    "Run": "ragsweep.pipeline.api",
+    "Sweep": "ragsweep.pipeline.api",
+    "results": "ragsweep.analysis.results",
+    "compare": "ragsweep.analysis.results",
+    "mlflow_scorers": "ragsweep.tracking.scorers",
+    "mlflow_traces": "ragsweep.tracking.genai",
+}
+__all__ = sorted(API) + ["MOVED", "__version__", "moved_to"]
+
+
+def __getattr__(name: str):
+    if name in API:
+        value = getattr(importlib.import_module(API[name]), name)
+        globals()[name] = value  # once loaded, an ordinary attribute
+        return value
+    raise AttributeError(f"module 'ragsweep' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(API))
 
 
 def moved_to(name: str) -> str | None:

@@ -283,6 +283,16 @@ def response_of(rec: "QuestionRecord | Mapping[str, Any]") -> str:
     return str(rec.get(KEYS["response"]) or "")
 
 
+#: the ground-truth answer of a question the documents do not answer (``ragsweep-questions``' kind
+#: ``unanswerable``): the right response abstains, and it is scored on that alone (judge.abstention)
+ABSTENTION = "[unanswerable] The documents do not answer this question."
+
+
+def is_abstention(gt_answer: Any) -> bool:
+    """Whether a ground-truth answer marks a question the documents do not answer."""
+    return isinstance(gt_answer, str) and gt_answer.lstrip().lower().startswith("[unanswerable]")
+
+
 def set_response(d: dict[str, Any], text: str) -> None:
     """Set the response of a record's JSON object (the pipeline fills it in after generation)."""
     d[KEYS["response"]] = text

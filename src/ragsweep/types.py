@@ -95,6 +95,9 @@ class Dataset:
     stats: dict[str, int] = field(default_factory=dict)
     #: JSON artifacts the loader made, logged to the run under these names (``dataset=files``: its parse ledger)
     artifacts: dict[str, object] = field(default_factory=dict)
+    #: a generated question set (``ragsweep-questions``): its file, how many questions, the model,
+    #: prompt, seed and corpus fingerprint they came from; empty for people's questions
+    synthetic: dict[str, object] = field(default_factory=dict)
 
     @property
     def doc_index(self) -> dict[str, Document]:

@@ -40,7 +40,8 @@ def test_the_config_reference_lists_every_option_and_its_fields():
     assert len(files) > 50
     for f in files:
         group = f.parent.relative_to(CONF).as_posix()
-        heading = f"### `+experiment={f.stem}`" if group == "experiment" else f"### `{group}={f.stem}`"
+        heading = (f"### `+experiment={f.stem}`" if group == "experiment" else f"### `{f.name}`" if group == "."
+                   else f"### `{group}={f.stem}`")
         section = _section(page, heading)
         data = yaml.safe_load(f.read_text()) or {}
         for key in data:

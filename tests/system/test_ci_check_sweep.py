@@ -12,34 +12,19 @@ ran it (``--dist loadfile``):
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from support import ROOT
-SCRIPT = ROOT / "experiments" / "mlflow_ui_check.py"
-CHROMIUM = "/usr/bin/chromium"
+from support.browser import CHROMIUM, MISSING, load_script
 
-
-def _load():
-    spec = importlib.util.spec_from_file_location("mlflow_ui_check", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look the module up
-    spec.loader.exec_module(mod)
-    return mod
-
-
-ui = _load()
-_missing = ([] if Path(CHROMIUM).exists() else [f"{CHROMIUM} not installed (apt-get install chromium)"]) + (
-    [] if importlib.util.find_spec("playwright") else ["playwright not installed (pip install -e .[dev])"])
+ui = load_script("mlflow_ui_check")
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(bool(_missing), reason="; ".join(_missing))
+@pytest.mark.skipif(bool(MISSING), reason="; ".join(MISSING))
 def test_sweep_is_comparable_question_by_question_in_the_ui(ci_check_sweep, tmp_path):
     """Over the session's real 2-system ci_check sweep (tests/conftest.py), as it came from ragsweep."""
     uri, exp = ci_check_sweep.uri, ci_check_sweep.experiment

@@ -8,30 +8,16 @@ returns that label."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from support import ROOT
-CHROMIUM = "/usr/bin/chromium"
-_missing = ([] if Path(CHROMIUM).exists() else [f"{CHROMIUM} not installed (apt-get install chromium)"]) + (
-    [] if importlib.util.find_spec("playwright") else ["playwright not installed (pip install -e .[dev])"])
-
-
-def _ui_check():
-    spec = importlib.util.spec_from_file_location("mlflow_ui_check", ROOT / "experiments" / "mlflow_ui_check.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+from support.browser import CHROMIUM, MISSING, load_script
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(bool(_missing), reason="; ".join(_missing))
+@pytest.mark.skipif(bool(MISSING), reason="; ".join(MISSING))
 def test_a_person_adds_a_human_label_in_the_mlflow_ui_and_ragsweep_reads_it(tmp_path):
     from mlflow.tracking import MlflowClient
     from playwright.sync_api import sync_playwright
@@ -40,7 +26,7 @@ def test_a_person_adds_a_human_label_in_the_mlflow_ui_and_ragsweep_reads_it(tmp_
     from ragsweep.tracking import labels as TL
     from ragsweep.tracking.traces import send_traces
 
-    ui = _ui_check()
+    ui = load_script("mlflow_ui_check")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     cl = MlflowClient(tracking_uri=uri)
     exp = cl.create_experiment("label_ui", artifact_location=(tmp_path / "art").as_uri())

@@ -9,9 +9,11 @@
 - ``cost/generation_calls``, ``cost/judge_calls``: HTTP calls to the generator / the judge;
 - ``cost/calls``: both together (the search benchmark's budget unit);
 - ``cost/wall_s``: the run's stage seconds summed (``time/*_s``);
-- ``cost/usd``: only where ``generator.price_per_1k_tokens`` is set (an external API): the
-  generator's tokens times that price; a mapping ``{prompt: p, completion: c}`` prices the two
-  kinds apart. Unset (null, the default), no money metric is logged: a local model has none.
+- ``cost/usd_generation``: the generator's tokens at ``generator.price_per_1k_tokens``, and
+  ``cost/usd_judge``: the LLM judge's at ``evaluator.judge.price_per_1k_tokens`` (a number, or
+  ``{prompt: p, completion: c}`` pricing the two kinds apart), each only where its price is set;
+- ``cost/usd``: their sum, wherever either is priced (an unpriced model, a local one, counts 0).
+  Unset (null, the default) everywhere, no money metric is logged.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
+from ragsweep.rag.generator.price import Price, parse_price
+
 COST_METRICS = ("cost/prompt_tokens", "cost/completion_tokens", "cost/generation_calls", "cost/judge_calls",
-                "cost/calls", "cost/wall_s", "cost/usd")
+                "cost/calls", "cost/wall_s", "cost/usd", "cost/usd_generation", "cost/usd_judge")
 
 
 def _num(metrics: Mapping[str, Any], key: str) -> float:
@@ -32,31 +36,40 @@ def _num(metrics: Mapping[str, Any], key: str) -> float:
     return v if math.isfinite(v) else 0.0
 
 
-def _price(cfg: Any) -> tuple[float, float] | None:
-    gen = cfg.get("generator") if hasattr(cfg, "get") else None
-    price = gen.get("price_per_1k_tokens") if gen is not None and hasattr(gen, "get") else None
-    if price is None:
-        return None
-    if hasattr(price, "get"):  # {prompt: p, completion: c}
-        p, c = price.get("prompt"), price.get("completion")
-        if p is None or c is None:
-            raise ValueError("generator.price_per_1k_tokens: a mapping needs both prompt and completion prices")
-        return float(p), float(c)
-    return float(price), float(price)
+def _node(cfg: Any, *path: str) -> Any:
+    for key in path:
+        cfg = cfg.get(key) if cfg is not None and hasattr(cfg, "get") else None
+    return cfg
+
+
+def prices(cfg: Any) -> dict[str, Price | None]:
+    """The generator's and the judge's price from a run's config (None: unpriced)."""
+    return {
+        "generation": parse_price(_node(cfg, "generator", "price_per_1k_tokens"), "generator.price_per_1k_tokens"),
+        "judge": parse_price(_node(cfg, "evaluator", "judge", "price_per_1k_tokens"),
+                             "evaluator.judge.price_per_1k_tokens"),
+    }
 
 
 def run_cost(metrics: Mapping[str, Any], cfg: Any) -> dict[str, float]:
     """The ``cost/*`` metrics of a run from its other metrics and its config (see the module doc)."""
     gp, gc = _num(metrics, "generator/prompt_tokens"), _num(metrics, "generator/completion_tokens")
+    jp, jc = _num(metrics, "judge/prompt_tokens"), _num(metrics, "judge/completion_tokens")
     out = {
-        "cost/prompt_tokens": gp + _num(metrics, "judge/prompt_tokens"),
-        "cost/completion_tokens": gc + _num(metrics, "judge/completion_tokens"),
+        "cost/prompt_tokens": gp + jp,
+        "cost/completion_tokens": gc + jc,
         "cost/generation_calls": _num(metrics, "generator/calls"),
         "cost/judge_calls": _num(metrics, "judge/calls"),
         "cost/wall_s": round(sum(_num(metrics, k) for k in metrics if k.startswith("time/") and k.endswith("_s")), 3),
     }
     out["cost/calls"] = out["cost/generation_calls"] + out["cost/judge_calls"]
-    price = _price(cfg)
-    if price is not None:
-        out["cost/usd"] = round((gp * price[0] + gc * price[1]) / 1000.0, 6)
+    price = prices(cfg)
+    usd = {}
+    if price["generation"] is not None:
+        usd["cost/usd_generation"] = round(price["generation"].usd(gp, gc), 6)
+    if price["judge"] is not None:
+        usd["cost/usd_judge"] = round(price["judge"].usd(jp, jc), 6)
+    if usd:
+        out.update(usd)
+        out["cost/usd"] = round(sum(usd.values()), 6)
     return out

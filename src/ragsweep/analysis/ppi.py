@@ -205,6 +205,44 @@ def system_estimate(judge: Mapping[str, float], human: Mapping[str, float], scal
     return mean(y, yhat, yu, minimum=need)
 
 
+VALID_METHOD = "PPI ratio over the valid questions (delta method)"
+
+
+def valid_mean(judge: Mapping[str, float], human: Mapping[str, float], valid: Mapping[str, float], scale: float = 1.0,
+               confidence: float = CONFIDENCE) -> Estimate | None:
+    """The human label's mean over the questions people find valid (a generated set: :func:`ragsweep.analysis.labels.validity`),
+    prediction-powered: theta = E[m v] / E[v], m the human label, v validity (0..1). The judge's value
+    predicts m on every question and every kept question is predicted valid (it passed the set's
+    checks), so, with lambda = 1 (the original PPI), ``A = mean_unlabelled(judge) + mean_labelled(m v - judge)``,
+    ``B = mean_labelled(v)``, theta = A / B, and its interval by the delta method from the two means'
+    variances and covariance. A question labelled invalid needs no metric label (m v = 0). None below
+    :func:`min_labels` labelled questions or with no question labelled valid."""
+    def ok(x: Any) -> bool:
+        return x is not None and math.isfinite(float(x))
+
+    judged = [q for q, v in judge.items() if ok(v)]
+    lab = [q for q in judged if q in valid and ok(valid[q]) and (float(valid[q]) == 0 or (q in human and ok(human[q])))]
+    labset = set(lab)
+    v = np.asarray([float(valid[q]) for q in lab])
+    mv = np.asarray([float(human[q]) * float(valid[q]) if float(valid[q]) else 0.0 for q in lab])
+    yhat = np.asarray([float(judge[q]) / scale for q in lab])
+    yu = np.asarray([float(judge[q]) / scale for q in judged if q not in labset])
+    if len(lab) < min_labels(v) or yu.size < 2 or v.sum() <= 0:
+        return None
+    r = mv - yhat
+    a, b = float(yu.mean() + r.mean()), float(v.mean())
+    theta = a / b
+    n, nu = len(lab), yu.size
+    var_a = float(yu.var(ddof=1)) / nu + float(r.var(ddof=1)) / n
+    var_b, cov = float(v.var(ddof=1)) / n, float(np.cov(r, v, ddof=1)[0, 1]) / n
+    se = math.sqrt(max(var_a - 2 * theta * cov + theta ** 2 * var_b, 0.0)) / b
+    h = _quantile(confidence) * se
+    kept = [q for q in lab if float(valid[q]) > 0]
+    return Estimate(theta, max(0.0, theta - h), min(1.0, theta + h), n, nu, 1.0, VALID_METHOD,
+                    float(np.mean([float(judge[q]) / scale for q in judged])),
+                    float(np.mean([float(human[q]) for q in kept])) if kept else float("nan"), se)
+
+
 def paired(judge_a: Mapping[str, float], human_a: Mapping[str, float], judge_b: Mapping[str, float],
            human_b: Mapping[str, float], scale: float = 1.0):
     """``b - a`` by PPI++ over the questions both systems' judge scored, the labelled ones being

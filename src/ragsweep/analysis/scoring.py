@@ -37,11 +37,13 @@ class RunScores:
     counts: dict[str, int] = field(default_factory=dict)
     failures: list[dict[str, Any]] = field(default_factory=list)
     undefined: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    skipped: list[dict[str, Any]] = field(default_factory=list)  # questions a budget kept from being done
 
     def artifact(self) -> dict[str, Any]:
         """The ``ledger.json`` artifact: run counts, per-metric ledger, failed questions with reasons,
         and per metric the questions it is undefined for, grouped by why."""
         return {"counts": self.counts, "metrics": self.ledger, "failures": self.failures, "undefined": self.undefined,
+                **({"not_attempted": self.skipped} if self.skipped else {}),
                 "interval": f"{int(stats.CONFIDENCE * 100)}% {stats.METHOD} over questions, B={stats.RESAMPLES}, seed={stats.SEED}"}
 
 
@@ -84,7 +86,8 @@ def score_run(records: Sequence[dict[str, Any]], families: Iterable[str]) -> Run
         why: dict[str, list[str]] = {}
         metric = registry.get(name)
         for i, (r, v) in enumerate(zip(records, vals)):
-            if finite(v) or ledger_mod.generation_failure(r) or (metric.family not in ledger_mod.ANSWER_FREE and ledger_mod.judge_failure(r)):
+            if finite(v) or ledger_mod.generation_failure(r) or ledger_mod.excluded(r, metric.family) or (
+                    metric.family not in ledger_mod.ANSWER_FREE and ledger_mod.judge_failure(r)):
                 continue
             why.setdefault(undefined_reason(metric, r), []).append(str(r.get("query_id", i)))
         if why:
@@ -92,6 +95,7 @@ def score_run(records: Sequence[dict[str, Any]], families: Iterable[str]) -> Run
     out.counts = ledger_mod.counts(records)
     out.metrics.update({f"ledger/{k}": float(v) for k, v in out.counts.items()})
     out.failures = ledger_mod.failures(records)
+    out.skipped = ledger_mod.skipped(records)
     return out
 
 

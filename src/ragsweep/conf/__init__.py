@@ -56,3 +56,23 @@ def group_options(group: str, conf_dir: Path = CONF_DIR) -> list[str]:
 COMPONENT_GROUPS = config_groups()
 #: a run must choose these: the component groups config.yaml selects by default, optional ones aside
 REQUIRED_GROUPS = tuple(g for g in COMPONENT_GROUPS if g in default_groups() and g not in OPTIONAL_GROUPS)
+
+
+def compose(overrides: list[str] | tuple[str, ...] = ()):
+    """The config ``ragsweep OVERRIDES`` would run, from the packaged tree (Hydra's compose API),
+    without running it; :class:`ragsweep.errors.ConfigError` for an override Hydra refuses."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from ragsweep.errors import ConfigError
+
+    if GlobalHydra.instance().is_initialized():
+        GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            return hydra_compose(config_name="config", overrides=list(overrides))
+    except (HydraException, OmegaConfBaseException) as exc:
+        raise ConfigError(f"overrides {' '.join(overrides)}: {exc}") from None

@@ -198,6 +198,7 @@ class TraceAnnotator:
                 schema=ANNOTATOR_SCHEMA,
                 parse=parse_annotation,
                 max_tokens=self._max_tokens,
+                owner=q,
             )
             for docs, q, resp in examples
         ]

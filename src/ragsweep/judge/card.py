@@ -341,4 +341,57 @@ def markdown(c: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["NO_MEASUREMENT", "OFFLINE_CAVEAT", "agreement_file", "card", "judge_id", "load_agreement", "markdown", "tags"]
+def headline(c: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The card's one figure: its first out-of-sample agreement that has an interval (a Pearson
+    correlation, by Fisher's z; an AUROC, by Hanley and McNeil's variance with the classes taken as
+    even), with its 95% interval and its best word-overlap baseline; None when there is none."""
+    for s in (c.get("agreement") or {}).get("suites") or []:
+        measure, value, n = str(s.get("measure") or ""), s.get("value"), s.get("n")
+        if not (s.get("out_of_sample") and isinstance(value, (int, float)) and isinstance(n, int) and n > 4):
+            continue
+        scale = 100.0 if "x100" in measure or value > 1 else 1.0
+        v = value / scale
+        if "pearson" in measure.lower() and abs(v) < 1:
+            z, se = math.atanh(v), 1.0 / math.sqrt(n - 3)
+            low, high = math.tanh(z - 1.96 * se), math.tanh(z + 1.96 * se)
+            name = "Pearson"
+        elif "auroc" in measure.lower() and 0 < v < 1:
+            n1 = n2 = n / 2.0
+            q1, q2 = v / (2 - v), 2 * v * v / (1 + v)
+            se = math.sqrt((v * (1 - v) + (n1 - 1) * (q1 - v * v) + (n2 - 1) * (q2 - v * v)) / (n1 * n2))
+            low, high, name = max(0.0, v - 1.96 * se), min(1.0, v + 1.96 * se), "AUROC"
+        else:
+            continue
+        base = max((b for b in (s.get("baselines") or {}).items() if isinstance(b[1], (int, float))),
+                   key=lambda kv: kv[1], default=None)
+        return {"suite": s.get("suite"), "measure": name, "value": value, "low": low * scale, "high": high * scale,
+                "n": n, "baseline": base}
+    return None
+
+
+def sentence(c: Mapping[str, Any], card_path: str | None = None) -> str:
+    """The summary's ``judge:`` line, one sentence: which judge, its agreement with people in one
+    figure with its interval, what that means for this run's numbers, and where the full card is."""
+    where = f"; full card: {card_path}" if card_path else "; full card: judge_card.md in the run's artifacts"
+    jid = c.get("judge_id")
+    if not jid:
+        return "judge: none, so this run has no judge metrics" + where
+    head = headline(c)
+    if head is None:
+        return (f"judge: {jid}, with no measured agreement with people, so read its scores as unvalidated "
+                f"(ragsweep-label measures it on your own answers){where}")
+    fig = f"{head['measure']} {_num(round(head['value'], 3))} [{head['low']:.3g}, {head['high']:.3g}]"
+    said = f"judge: {jid} agrees with people at {fig} ({head['suite']}, n={head['n']}, out of sample)"
+    base = head["baseline"]
+    if base is not None and head["low"] <= base[1]:
+        meaning = (f", no better than word overlap ({base[0]} {_num(base[1])}), so read its scores as a smoke test, "
+                   "not as evidence about the systems")
+    elif base is not None:
+        meaning = f", above word overlap ({base[0]} {_num(base[1])}), so it can rank systems whose intervals separate"
+    else:
+        meaning = ", so differences smaller than that disagreement may be the judge's, not the systems'"
+    return said + meaning + where
+
+
+__all__ = ["NO_MEASUREMENT", "OFFLINE_CAVEAT", "agreement_file", "card", "headline", "judge_id", "load_agreement",
+           "markdown", "sentence", "tags"]

@@ -138,20 +138,25 @@ class Evaluator:
         return ("ragchecker",) + ("trace",) * (cfg.trace_mode in ("annotator", "entailment")) + ("ragas",) * bool(cfg.ragas)
 
     def evaluate(
-        self, records: Sequence[Mapping[str, Any]], cache: Any = None, progress: Any = None
+        self, records: Sequence[Mapping[str, Any]], cache: Any = None, progress: Any = None, budget: Any = None
     ) -> tuple[list[dict], dict[str, float]]:
         """Scored copies of ``records`` (each with its per-question ``metrics``) and the run's
         counters (``judge/*``, ``evaluator/*``; no aggregates: :func:`ragsweep.analysis.scoring.score_run`
         aggregates, once); ``progress(step)`` is called as each of ``STEPS``
         ends. The judge server, if this evaluator starts one, is stopped before this returns,
-        also on error."""
+        also on error. ``budget``: what the judge's calls may spend (with its price); the questions
+        of the calls it kept from being sent are left in ``self.cut``."""
+        self.cut: set[Any] = set()
         if not self.enabled:
             return [dict(r) for r in records], {}
         judge = Judge.from_spec(self.config.judge)
+        if judge is not None:
+            judge.budget = budget
         try:
             return evaluate_records(records, cache=cache, progress=progress, **self.parts(judge, cache))
         finally:
             if judge is not None:
+                self.cut = set(judge.cut)
                 judge.close()
 
     def parts(self, judge: Any = None, cache: Any = None) -> dict[str, Any]:

@@ -40,13 +40,28 @@ def label_kinds() -> dict[str, Any]:
     return {h.name: h for h in human_labels()}
 
 
+#: labels of a generated question itself (``ragsweep-questions``), not of one system's answer: the same
+#: for every system that answered it. In a labels file their ``system`` is :data:`QUESTION_SYSTEM`.
+QUESTION_LABELS = {
+    "valid": "the question is a fair question about the documents: it makes sense on its own, and it is "
+             "answered by its evidence (an unanswerable one: the documents really do not answer it)",
+    "reference_correct": "its reference answer is correct and complete (an unanswerable one: abstaining is right)",
+}
+QUESTION_SYSTEM = "questions"
+
+
+def is_question_label(name: str) -> bool:
+    return name in QUESTION_LABELS
+
+
 def canonical_name(name: str) -> str | None:
-    """The registry label an assessment name means (``correct``, ``human/correct`` ...), else None."""
+    """The label an assessment name means (a registry label: ``correct``, ``human/correct`` ...; or a
+    question label: ``valid``, ``reference_correct``), else None."""
     n = str(name or "").strip().lower()
     for prefix in ("human/", "human_", "human."):
         if n.startswith(prefix):
             n = n[len(prefix):]
-    return n if n in label_kinds() else None
+    return n if n in label_kinds() or n in QUESTION_LABELS else None
 
 
 def parse_value(v: Any, where: str = "value") -> float:

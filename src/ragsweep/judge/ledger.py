@@ -9,7 +9,11 @@ Each question of a run is, for each metric, exactly one of
 - **failed (judge)**: a judge call the metric needs failed or its answer did not parse (claims
   left None, an entailment label left None, a TRACe annotation that did not parse ...);
 - **undefined**: the metric has no value by definition (no ground truth, no relevance labels, no
-  response claim to take a share of ...).
+  response claim to take a share of ...);
+- **not attempted**: a budget (``budget_usd``, ``sweep.budget_usd``) stopped the run before the
+  question's generation or its judging (``rec["failure"]["stage"] == "budget"``): never scored on
+  any answer metric, never a failure, and not counted as attempted; its retrieval metrics, which
+  cost nothing, still count. A run with a higher budget resumes it from the cache.
 
 ``ledger(records, names)`` counts them per metric; ``failures(records)`` lists the failed questions
 with their stage and reason (the ``ledger.json`` artifact). ``max_failure_rate`` reads
@@ -21,7 +25,9 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Mapping, Sequence
 
-GENERATION, JUDGE = "generation", "judge"
+from ragsweep.records import is_abstention
+
+GENERATION, JUDGE, BUDGET = "generation", "judge", "budget"
 #: families whose values do not depend on the answer (a failed generation does not touch them)
 ANSWER_FREE = frozenset({"retrieval"})
 #: families no judge computes (lexical baselines against the ground truth, retrieval metrics): a failed
@@ -29,10 +35,23 @@ ANSWER_FREE = frozenset({"retrieval"})
 JUDGE_FREE = frozenset({"retrieval", "baseline"})
 
 
-def generation_failure(rec: Mapping[str, Any]) -> str | None:
+def _marked(rec: Mapping[str, Any], stage: str, default: str) -> str | None:
+    """The reason of ``rec``'s failure mark when it is of ``stage`` (``default`` if it gives none)."""
     f = rec.get("failure")
-    if isinstance(f, Mapping) and f.get("stage") == GENERATION:
-        return str(f.get("reason") or "generation failed")
+    if isinstance(f, Mapping) and f.get("stage") == stage:
+        return str(f.get("reason") or default)
+    return None
+
+
+def not_attempted(rec: Mapping[str, Any]) -> str | None:
+    """Why a budget kept this question's work from being done, or None."""
+    return _marked(rec, BUDGET, "budget reached")
+
+
+def generation_failure(rec: Mapping[str, Any]) -> str | None:
+    why = _marked(rec, GENERATION, "generation failed")
+    if why is not None:
+        return why
     if "error" in rec and rec.get("error"):
         return str(rec["error"])
     return None
@@ -52,15 +71,16 @@ def _none_in(matrix: Any) -> bool:
 
 def judge_failure(rec: Mapping[str, Any]) -> str | None:
     """Why the judge failed on this record, or None. Read from what the evaluator left behind."""
-    f = rec.get("failure")
-    if isinstance(f, Mapping) and f.get("stage") == JUDGE:
-        return str(f.get("reason") or "judge failed")
-    if generation_failure(rec):
+    why = _marked(rec, JUDGE, "judge failed")
+    if why is not None:
+        return why
+    if generation_failure(rec) or not_attempted(rec):
         return None
     if "response_claims" in rec and rec.get("response_claims") is None:
         return "claim extraction failed (response)"
     gt = rec.get("gt_answer")
-    if "gt_answer_claims" in rec and rec.get("gt_answer_claims") is None and isinstance(gt, str) and gt.strip():
+    if ("gt_answer_claims" in rec and rec.get("gt_answer_claims") is None and isinstance(gt, str) and gt.strip()
+            and not is_abstention(gt)):  # an abstention has no claims by definition (judge.abstention)
         return "claim extraction failed (ground truth)"
     for field in ("answer2response", "response2answer", "retrieved2response", "retrieved2answer"):
         if _none_in(rec.get(field)):
@@ -90,8 +110,8 @@ def mark_judge_failures(records: Iterable[dict[str, Any]]) -> int:
 
 
 def excluded(rec: Mapping[str, Any], family: str) -> bool:
-    """Whether a metric of ``family`` must not score ``rec`` (a generation failure)."""
-    return family not in ANSWER_FREE and generation_failure(rec) is not None
+    """Whether a metric of ``family`` must not score ``rec`` (a generation failure, or not attempted)."""
+    return family not in ANSWER_FREE and (generation_failure(rec) is not None or not_attempted(rec) is not None)
 
 
 def _finite(v: Any) -> bool:
@@ -103,7 +123,7 @@ def _finite(v: Any) -> bool:
 
 def ledger(records: Sequence[Mapping[str, Any]], values: Mapping[str, Sequence[float]],
            families: Mapping[str, str] | None = None) -> dict[str, dict[str, int]]:
-    """Per metric: attempted / scored / failed_generation / failed_judge / undefined.
+    """Per metric: attempted / scored / failed_generation / failed_judge / undefined / not_attempted.
 
     ``values[name]`` are the metric's per-question values in ``records``' order (NaN where none);
     ``families[name]`` its family (retrieval metrics ignore generation failures).
@@ -111,11 +131,16 @@ def ledger(records: Sequence[Mapping[str, Any]], values: Mapping[str, Sequence[f
     out: dict[str, dict[str, int]] = {}
     gen = [generation_failure(r) is not None for r in records]
     judge = [judge_failure(r) is not None for r in records]
+    skipped = [not_attempted(r) is not None for r in records]
     for name, vals in values.items():
         fam = (families or {}).get(name, "")
-        row = {"attempted": len(records), "scored": 0, "failed_generation": 0, "failed_judge": 0, "undefined": 0}
-        for v, g, j in zip(vals, gen, judge):
-            if _finite(v):
+        row = {"attempted": len(records), "scored": 0, "failed_generation": 0, "failed_judge": 0, "undefined": 0,
+               "not_attempted": 0}
+        for v, g, j, b in zip(vals, gen, judge, skipped):
+            if b and fam not in ANSWER_FREE:
+                row["not_attempted"] += 1
+                row["attempted"] -= 1
+            elif _finite(v):
                 row["scored"] += 1
             elif g and fam not in ANSWER_FREE:
                 row["failed_generation"] += 1
@@ -138,11 +163,22 @@ def failures(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def skipped(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Every question a budget kept from being done: query id and why (the ledger's ``not_attempted``)."""
+    return [{"query_id": r.get("query_id"), "reason": why} for r in records if (why := not_attempted(r))]
+
+
 def counts(records: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """Run-level counts: questions attempted, answered, failed in generation, failed in the judge."""
-    gen = sum(1 for r in records if generation_failure(r))
+    """Run-level counts: questions attempted, answered, failed in generation, failed in the judge,
+    and (when a budget stopped the run) not attempted."""
+    skip = sum(1 for r in records if not_attempted(r))
+    gen = sum(1 for r in records if generation_failure(r) and not not_attempted(r))
     judge = sum(1 for r in records if not generation_failure(r) and judge_failure(r))
-    return {"attempted": len(records), "answered": len(records) - gen, "failed_generation": gen, "failed_judge": judge}
+    attempted = len(records) - skip
+    out = {"attempted": attempted, "answered": attempted - gen, "failed_generation": gen, "failed_judge": judge}
+    if skip:
+        out["not_attempted"] = skip
+    return out
 
 
 def failed_share(records: Sequence[Mapping[str, Any]]) -> float:

@@ -189,6 +189,7 @@ class LLMChecker(JudgeComponent):
                         schema=labels_schema(n) if self.config.structured else None,
                         parse=lambda t, n=n: parse_labels(t, n),
                         max_tokens=self.config.max_tokens_base + self.config.max_tokens_per_claim * n,
+                        owner=q,
                     )
                 )
                 groups.append(group)

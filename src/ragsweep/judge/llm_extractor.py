@@ -319,6 +319,7 @@ class LLMExtractor(JudgeComponent):
                     schema=self.schema(),
                     parse=lambda t, fmt=fmt: parse_claims(t, fmt),
                     max_tokens=self.config.max_tokens,
+                    owner=q,
                 )
             )
             where.append(i)

@@ -37,6 +37,9 @@ from ragsweep.judge.labels import LABELS, normalize_label
 
 log = logging.getLogger(__name__)
 
+#: the chat client's counters a judge reports (``judge/<name>``)
+CLIENT_COUNTERS = ("calls", "retries", "rate_limited", "budget_skipped", "prompt_tokens", "completion_tokens",
+                   "structured_fallbacks")
 #: Bumped whenever a judge prompt of this module changes (part of the cache keys).
 RETRY_REMINDER = (
     "\n\n(Your previous answer could not be read. Answer with the JSON object only, exactly as "
@@ -88,6 +91,7 @@ class JudgeItem:
     schema: dict | None
     parse: Callable[[str], Any]
     max_tokens: int = 512
+    owner: str | None = None  # the question it is asked for: a budget stop marks that question not judged
 
 
 class Judge:
@@ -110,9 +114,13 @@ class Judge:
         parse_retries: int = 2  # re-asks of an answer that did not parse
         retry_temperature: float = 0.3  # temperature of re-asks when ``temperature`` is 0
         structured_output: bool = True
+        price_per_1k_tokens: Any = None  # USD per 1,000 tokens (a number or {prompt, completion}): cost/usd_judge
 
         def __post_init__(self) -> None:
+            from ragsweep.rag.generator.price import parse_price
+
             self.server = plain(self.server)
+            parse_price(plain(self.price_per_1k_tokens), "evaluator.judge.price_per_1k_tokens")
             if self.server is None and not self.base_url:
                 raise ValueError(
                     "evaluator.judge.server must be a server spec with a _target_ "
@@ -151,6 +159,8 @@ class Judge:
         self._client: Any = None
         self._owns_server = False
         self._stats: Counter[str] = Counter()
+        self.budget: Any = None  # set by the pipeline: the run's (and sweep's) budget, with a price
+        self.cut: set[Any] = set()  # owners of the items the budget kept from being asked
 
     @classmethod
     def from_spec(cls, spec: Any) -> "Judge | None":
@@ -240,6 +250,8 @@ class Judge:
             structured_output=cfg.structured_output,
             structured_mode=getattr(srv, "structured_mode", "json_schema"),
             model_id=self.identity,
+            price=plain(cfg.price_per_1k_tokens),
+            budget=self.budget,
         )
         return self
 
@@ -247,7 +259,7 @@ class Judge:
         """Stop the server if this judge started it."""
         client, self._client = self._client, None
         if client is not None:
-            for k in ("calls", "retries", "prompt_tokens", "completion_tokens", "structured_fallbacks"):
+            for k in CLIENT_COUNTERS:
                 self._stats[k] += client.stats.get(k, 0)
             client.close()
         if self._owns_server and self._server is not None:
@@ -268,7 +280,7 @@ class Judge:
         ``prompt_tokens``, ``completion_tokens``."""
         out = Counter(self._stats)
         if self._client is not None:
-            for k in ("calls", "retries", "prompt_tokens", "completion_tokens", "structured_fallbacks"):
+            for k in CLIENT_COUNTERS:
                 out[k] += self._client.stats.get(k, 0)
         return out
 
@@ -312,6 +324,9 @@ class Judge:
             self._stats["requests"] += len(pending)
             retry = []
             for i, out in zip(pending, outs):
+                if out.skipped:  # not sent: the budget is reached (counted by the client, not a failure)
+                    self.cut.add(items[i].owner)
+                    continue
                 if not out.ok:
                     self._stats["failures"] += 1
                     log.warning("judge request failed: %s", out.error)

@@ -72,6 +72,8 @@ are the run's counters::
     judge/cache_hits                        claims, labels, annotations, RAGAS outputs from the cache
     judge/requests, judge/calls             LLM judge chat requests (re-asks included) / HTTP calls
     judge/failures, judge/parse_failures, judge/parse_retries
+    judge/retries, judge/rate_limited       HTTP retries, of them answers 429 (rate limits)
+    judge/budget_skipped                    requests not sent: the budget was reached
     judge/prompt_tokens, judge/completion_tokens
     judge/extraction_failures, judge/check_failures    claims / labels left missing
     evaluator/examples, evaluator/examples_with_gt
@@ -104,6 +106,7 @@ log = logging.getLogger(__name__)
 
 JUDGE_COUNTERS = (
     "requests", "calls", "failures", "parse_failures", "parse_retries", "prompt_tokens", "completion_tokens",
+    "retries", "rate_limited", "budget_skipped",
 )
 PIPELINE_COUNTERS = ("extractions", "checks", "cache_hits", "extraction_failures", "check_failures",
                      "trace_failures", "ragas_failures")

@@ -273,6 +273,7 @@ class Ragas:
                 schema=questions_schema(n),
                 parse=lambda t, n=n: parse_questions(t, n),
                 max_tokens=self.max_tokens,
+                owner=str(ex.get("question") or ""),
             )))
             q_where.append(i)
         # context relevance: the judge picks the needed sentences (by key)
@@ -290,6 +291,7 @@ class Ragas:
                 schema=SENTENCE_KEYS_SCHEMA,
                 parse=parse_sentence_keys,
                 max_tokens=self.max_tokens,
+                owner=q,
             )))
             c_where.append(i)
         for i, qs in zip(q_where, self._judge_cached("questions", q_items, cache, stats)):

@@ -40,6 +40,10 @@ denominators) and context precision is 0.
 Appendix B formulas are applied as written (every claim is "entailed by no chunk"), where
 RAGChecker's code returns 0 for hallucination and self-knowledge.
 
+A question the documents do not answer (ground truth :data:`ragsweep.records.ABSTENTION`) is scored
+on whether the response abstains: precision = recall = f1 = 1 or 0, every other ground-truth metric
+NaN (:mod:`ragsweep.judge.abstention`).
+
 Every metric except ``faithfulness`` needs the ground truth: it is NaN (not 0) for a question
 without a ``gt_answer`` (missing, null or blank), and the aggregate (:func:`ragsweep.analysis.scoring.score_run`) skips NaN.
 """
@@ -52,6 +56,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ragsweep.judge.labels import ENTAILMENT, LABELS  # noqa: F401 - re-exported
+from ragsweep.records import is_abstention, response_of
 
 MATRIX_FIELDS = ("answer2response", "response2answer", "retrieved2response", "retrieved2answer")
 
@@ -78,9 +83,10 @@ _NAN = float("nan")
 
 
 def has_gt(record: Mapping[str, Any]) -> bool:
-    """True when the record has a non-blank ``gt_answer`` string."""
+    """True when the record has a non-blank ``gt_answer`` string that states an answer (not the
+    abstention of a question the documents do not answer: :mod:`ragsweep.judge.abstention`)."""
     gt = record.get("gt_answer")
-    return isinstance(gt, str) and gt.strip() != ""
+    return isinstance(gt, str) and gt.strip() != "" and not is_abstention(gt)
 
 
 def _vector(labels: Any, n: int, name: str) -> np.ndarray | None:
@@ -214,6 +220,10 @@ def compute_example_metrics(record: Mapping[str, Any], *, scale: float = 100.0) 
                     (incorrect & in_irrelevant).sum(), len(faithful)
                 )
 
+    if is_abstention(record.get("gt_answer")):  # the documents do not answer it: did the response abstain?
+        from ragsweep.judge.abstention import abstains
+
+        out["precision"] = out["recall"] = out["f1"] = 1.0 if abstains(response_of(record)) else 0.0
     for m in METRICS:
         out[m] *= scale
     return out

@@ -39,7 +39,7 @@ def app(cfg: DictConfig) -> float | None:
         if shared and "server" in cfg.generator and shared.get("spec") == sweep.server_spec(cfg.generator.server):
             server = sweep.AttachedServer(shared)
     try:
-        metrics = run_system(cfg, parent_run_id=parent, server=server)
+        metrics = run_system(cfg, parent_run_id=parent, server=server, sweep_info=info)
     except RagsweepError as exc:
         log.error("%s", exc)
         if info is not None:
@@ -60,6 +60,8 @@ def app(cfg: DictConfig) -> float | None:
         print(format_line(metrics, shown), flush=True)
     else:
         print(format_summary(metrics, shown, total_s=time.perf_counter() - _T0), flush=True)
+        if getattr(metrics, "status", "") == "BUDGET REACHED":
+            sys.exit(BUDGET_EXIT)  # not complete: a script must not take it for a finished run
     log.info("done: %s", dict(metrics))
     from ragsweep.analysis.search import job_return
 
@@ -68,6 +70,9 @@ def app(cfg: DictConfig) -> float | None:
 
 _T0 = time.perf_counter()
 QUIET_FLAGS = ("-q", "--quiet")
+DRY_RUN_FLAG = "--dry-run"
+#: the exit status of a run its budget stopped (its answered questions are logged and cached)
+BUDGET_EXIT = 3
 
 
 def _unraisable(info: "sys.UnraisableHookArgs") -> None:
@@ -81,7 +86,8 @@ def _unraisable(info: "sys.UnraisableHookArgs") -> None:
 
 
 def main() -> None:
-    """``ragsweep [-q] [hydra overrides...]``: ``-q`` keeps only the summary on the terminal."""
+    """``ragsweep [-q] [--dry-run] [hydra overrides...]``: ``-q`` keeps only the summary on the
+    terminal; ``--dry-run`` prints the estimate of a priced run or sweep and stops (``sweep.dry_run=true``)."""
     global _T0
     _T0 = time.perf_counter()
     _quiet_libraries()
@@ -91,6 +97,8 @@ def main() -> None:
         os.environ[QUIET_ENV] = "1"
         os.environ["TQDM_DISABLE"] = "1"
         sys.argv.append("hydra.job_logging.handlers.console.level=ERROR")
+    if DRY_RUN_FLAG in sys.argv[1:]:
+        sys.argv = [a for a in sys.argv if a != DRY_RUN_FLAG] + ["sweep.dry_run=true"]
     app()
 
 

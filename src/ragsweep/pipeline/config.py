@@ -49,6 +49,29 @@ class SummaryConfig:
 
 
 @dataclass
+class EstimateConfig:
+    """The stated model of the cost estimate (``estimate.*``, docs/hosted.md)."""
+
+    answer_tokens: int | None = None
+    claims_per_answer: float = 4.0
+    claims_range: list[float] = field(default_factory=lambda: [1.0, 10.0])
+
+    def __post_init__(self) -> None:
+        if self.answer_tokens is not None and self.answer_tokens < 1:
+            raise ValueError(f"estimate.answer_tokens must be an integer >= 1 or null, got {self.answer_tokens}")
+        low_high = list(self.claims_range)
+        if len(low_high) != 2 or not 0 <= low_high[0] <= self.claims_per_answer <= low_high[1]:
+            raise ValueError(
+                f"estimate.claims_range must be [low, high] with 0 <= low <= estimate.claims_per_answer "
+                f"({self.claims_per_answer:g}) <= high, got {low_high}")
+
+
+def _usd(value: Any, name: str) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
+        raise ValueError(f"{name} must be a number of USD >= 0 or null (no limit), got {value!r}")
+
+
+@dataclass
 class TopConfig:
     """Schema of the top-level keys of ``conf/config.yaml`` (component groups excluded)."""
 
@@ -57,6 +80,8 @@ class TopConfig:
     cache_dir: str = ".ragsweep_cache"
     seed: int = 0
     max_failure_rate: float = 0.1
+    budget_usd: float | None = None
+    estimate: EstimateConfig = field(default_factory=EstimateConfig)
     mlflow: MlflowConfig = field(default_factory=MlflowConfig)
     sweep: dict[str, Any] = field(default_factory=dict)
     summary: SummaryConfig = field(default_factory=lambda: SummaryConfig())
@@ -64,6 +89,10 @@ class TopConfig:
     def __post_init__(self) -> None:
         if not 0.0 <= self.max_failure_rate <= 1.0:
             raise ValueError(f"max_failure_rate must be between 0 and 1, got {self.max_failure_rate}")
+        _usd(self.budget_usd, "budget_usd")
+        _usd(self.sweep.get("budget_usd"), "sweep.budget_usd")
+        if not isinstance(self.sweep.get("dry_run", False), bool):
+            raise ValueError(f"sweep.dry_run must be true or false, got {self.sweep.get('dry_run')!r}")
 
 
 # Groups whose options are plain settings rather than one class: their schema by import path.

@@ -41,7 +41,8 @@ def judge(job: Job, records: list[dict[str, Any]], retrieval: Retrieval) -> Judg
         out.evaluator = evaluator = instantiate(cfg.evaluator)
         share_judge_server(cfg, evaluator, job.server)
         steps = getattr(evaluator, "STEPS", ())
-        out.answered = [i for i, r in enumerate(records) if ledger.generation_failure(r) is None]
+        out.answered = [i for i, r in enumerate(records)
+                        if ledger.generation_failure(r) is None and ledger.not_attempted(r) is None]
         with job.timer("evaluate", total=len(steps) or None, unit="steps") as bar:
 
             def step_done(step: str) -> None:
@@ -50,7 +51,7 @@ def judge(job: Job, records: list[dict[str, Any]], retrieval: Retrieval) -> Judg
 
             if out.answered:
                 judged, counters = evaluator.evaluate([records[i] for i in out.answered], cache=job.cache,
-                                                      progress=step_done if steps else None)
+                                                      progress=step_done if steps else None, budget=job.budget)
             else:  # nothing to judge: every answer metric is NaN with n = 0 and the failures counted
                 judged, counters = [], {}
         signals.raise_if_interrupted()
@@ -62,6 +63,10 @@ def judge(job: Job, records: list[dict[str, Any]], retrieval: Retrieval) -> Judg
         declared = getattr(evaluator, "families", None)  # () for evaluator=none; a stand-in may not say
         out.families |= set(("ragchecker",) if declared is None else declared) | registry.families_in(judged)
         job.metrics.update(counters)  # the evaluator's counters
+        if getattr(evaluator, "cut", None):  # the budget stopped the judge: those answers are not attempted
+            from ragsweep.pipeline.spend import mark_cut
+
+            mark_cut(records, evaluator.cut)
         ledger.mark_judge_failures(records)
     for rec in records:
         rec.setdefault("metrics", {}).update(retrieval.per_question.get(rec["query_id"], {}))

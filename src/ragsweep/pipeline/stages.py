@@ -47,6 +47,9 @@ class Job:
     own_server: bool = False
     retro: bool = False  # retrieval-only: no server, nothing generated
     metrics: dict[str, float] = field(default_factory=dict)
+    budget: Any = None  # what this job's model calls may spend (budget_usd, sweep.budget_usd: pipeline.spend)
+    dry_run: bool = False  # --dry-run: the estimate, and no model call
+    in_sweep: bool = False  # a job of a multirun (the sweep printed its estimate)
 
     @classmethod
     def open(cls, cfg: DictConfig, top: Any, timer: Stages, tracker: Tracker, server: Any = None) -> "Job":
@@ -57,11 +60,12 @@ class Job:
         devices.plan(cfg)  # device=auto stays on the CPU beside a vLLM server of this run on the same GPU
         retro = retrieval_only.enabled(cfg)
         own = server is None and not retro
+        dry = bool((top.sweep or {}).get("dry_run"))
         if own:
             server = instantiate(cfg.generator.server)
-            if hasattr(server, "check"):
+            if hasattr(server, "check") and not dry:  # a dry run calls nothing: no key needed
                 server.check()
-        return cls(cfg, top, timer, tracker, Cache(top.cache_dir), server, own, retro)
+        return cls(cfg, top, timer, tracker, Cache(top.cache_dir), server, own, retro, dry_run=dry)
 
 
 @dataclass
@@ -149,9 +153,11 @@ def retrieval_per_question(results: Any, queries: Any, k: int, chunks: Any) -> d
 @contextmanager
 def serving(job: Job) -> Iterator[None]:
     """The job's own model server runs inside; stopped after, its logs kept with the run's
-    artifacts (``server/``). A sweep's shared server is the sweep's to start and stop."""
-    if not job.own_server:
-        _log_served(job)
+    artifacts (``server/``). A sweep's shared server is the sweep's to start and stop; a dry run
+    starts none (its prompts need the model's context window and tokenizer, not the server)."""
+    if not job.own_server or job.dry_run:
+        if not job.own_server and not job.dry_run:
+            _log_served(job)  # the sweep's shared server: what answered is this run's too
         yield
         return
     try:
@@ -198,27 +204,42 @@ def prompts(job: Job, dataset: Dataset, retrieval: Retrieval) -> Prompts:
     return out
 
 
-def generate(job: Job, prompts: Prompts) -> Generation:
-    """Every prompt through the generator's client (cached, concurrent, retried); an interrupt wins
-    over the calls it failed, and a managed server that died under the calls is named."""
-    from ragsweep.rag.generator import build_client
+def requests(job: Job, prompts: Prompts) -> list[Any]:
+    """One chat request per prompt, with the generator's sampling settings."""
+    from ragsweep.rag.generator import GeneratorConfig
     from ragsweep.rag.generator.client import ChatRequest
 
     gen_cfg = job.cfg.generator
-    client = build_client(gen_cfg, job.server, job.cache, progress=not quiet())
-    reqs = [
+    stop = GeneratorConfig.from_config(gen_cfg).request_defaults()["stop"]  # a string or a list of them
+    return [
         ChatRequest(
             messages=tuple((m["role"], m["content"]) for m in prompts.template.messages(p)),
             temperature=float(gen_cfg.temperature),
             max_tokens=int(gen_cfg.max_tokens),
             seed=gen_cfg.seed,
-            stop=client.request_defaults.get("stop"),  # generator.stop, validated (a string or a list of them)
+            stop=stop,
         )
         for p in prompts.texts
     ]
+
+
+def generate(job: Job, prompts: Prompts, attempt: Sequence[bool] | None = None) -> Generation:
+    """Every prompt through the generator's client (cached, concurrent, retried); an interrupt wins
+    over the calls it failed, and a managed server that died under the calls is named. ``attempt``:
+    the prompts the budget is expected to cover (:func:`ragsweep.pipeline.spend.estimate`); the
+    others are not sent (``ChatResult.skipped``)."""
+    from ragsweep.rag.generator import build_client
+    from ragsweep.rag.generator.client import ChatResult
+
+    client = build_client(job.cfg.generator, job.server, job.cache, progress=not quiet(), budget=job.budget)
+    reqs = requests(job, prompts)
+    attempt = list(attempt) if attempt is not None else [True] * len(reqs)
     with job.timer("generate"):
-        outs = client.chat_many(reqs, desc=f"{'generate':<9}")
+        sent = client.chat_many([r for r, a in zip(reqs, attempt) if a], desc=f"{'generate':<9}")
     client.close()
+    answers = iter(sent)
+    skipped = "not attempted: the budget is expected to be spent before it (see the estimate)"
+    outs = [next(answers) if a else ChatResult(text=None, error=skipped, skipped=True) for a in attempt]
     signals.raise_if_interrupted()  # calls that failed because Ctrl-C stopped the server are no failures
     death = job.server.death() if job.own_server and hasattr(job.server, "death") else None
     if death:
@@ -251,7 +272,9 @@ def records(job: Job, dataset: Dataset, prompts: Prompts, generation: Generation
                            "started_at": res.started_at, "request_s": res.request_s, "server_s": res.server_s},
             "timings": {"prompt_s": round(prompts.seconds[q.query_id], 6)},
         }
-        if res.ok:
+        if res.skipped:  # the budget: not a failure, never scored, resumed by a run with a higher budget
+            rec["failure"] = {"stage": ledger.BUDGET, "reason": f"budget reached before its generation ({res.error})"}
+        elif res.ok:
             answer = extract_answer(res.text, tag) if tag else res.text.strip()
             set_response(rec, answer)
             if answer != res.text:
@@ -267,9 +290,11 @@ def records(job: Job, dataset: Dataset, prompts: Prompts, generation: Generation
         "generator/cache_hits": s.get("cache_hits", 0),
         "generator/failures": sum(1 for r in out if "error" in r),
         "generator/retries": s.get("retries", 0),
+        "generator/rate_limited": s.get("rate_limited", 0),
+        "generator/budget_skipped": sum(1 for r in generation.outputs if r.skipped),
         "generator/prompt_tokens": s.get("prompt_tokens", 0),
         "generator/completion_tokens": s.get("completion_tokens", 0),
-        "generator/empty_responses": sum(1 for r in out if not response_of(r) and "error" not in r),
+        "generator/empty_responses": sum(1 for r in out if not response_of(r) and "failure" not in r),
     })
     return out
 

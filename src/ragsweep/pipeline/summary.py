@@ -35,6 +35,10 @@ class RunResult(dict):
         self.records: list[dict[str, Any]] = info.get("records", [])
         self.skipped: bool = info.get("skipped", False)
         self.judge: dict[str, Any] | None = info.get("judge")  # the judge card (ragsweep.judge.card)
+        self.judge_card_uri: str | None = info.get("judge_card_uri")
+        self.budget: str | None = info.get("budget")  # why the budget stopped the run (status BUDGET REACHED)
+        self.estimate: list[str] = info.get("estimate") or []  # a dry run's estimate, as printed
+        self.synthetic: dict[str, Any] = info.get("synthetic") or {}  # a generated question set's provenance
 
 
 class Stages:
@@ -103,11 +107,16 @@ def format_summary(result: RunResult, metrics_shown: Sequence[str], total_s: flo
     if result.skipped:
         head += " (already finished in this sweep: not run again)"
     lines = [head]
+    if result.status == "DRY RUN":
+        return "\n".join(lines + result.estimate + ["nothing was called and nothing logged (--dry-run)"])
+    skipped = int(m.get("ledger/not_attempted", 0))
     lines.append(f"questions: {attempted} attempted, {attempted - failed} answered, {failed} failed generation, "
-                 f"{judge_fail} failed in the judge" + (" (failed questions are counted, never scored; see ledger.json)"
-                                                       if failed or judge_fail else ""))
+                 f"{judge_fail} failed in the judge" + (f", {skipped} not attempted (budget)" if skipped else "")
+                 + (" (failed questions are counted, never scored; see ledger.json)" if failed or judge_fail else ""))
     if "data/files" in m:  # dataset=files: how many files gave a document, and why the others did not
         lines.append(files_line(m))
+    if result.synthetic or m.get("data/queries_synthetic"):
+        lines.append(synthetic_line(m, result.synthetic))
     rows = [(name, m[name]) for name in metrics_shown if name in m]
     if rows:
         from ragsweep.judge.metrics.registry import find
@@ -125,14 +134,16 @@ def format_summary(result: RunResult, metrics_shown: Sequence[str], total_s: flo
                     ci = f"[{_fmt(iv.low, scale)}, {_fmt(iv.high, scale)}]"
             lines.append(f"  {name:<{width}}  {_fmt(float(value), scale):>7}  {ci:>17}  {n:>4}")
     if result.judge and result.judge.get("statement"):
-        lines.append(f"judge: {result.judge.get('judge_id')} — {result.judge['statement']}")
+        from ragsweep.judge.card import sentence
+
+        lines.append(sentence(result.judge, result.judge_card_uri))
     times = [(k[len("time/"):-2], v) for k, v in m.items() if k.startswith("time/") and k.endswith("_s")]
     if times:
         lines.append("time: " + ", ".join(f"{k} {v:.1f}s" for k, v in times))
-    calls = m.get("generator/calls")
-    if calls is not None:
-        lines.append(f"model calls: {int(calls)} generation ({int(m.get('generator/cache_hits', 0))} from cache), "
-                     f"{int(m.get('generator/prompt_tokens', 0))} prompt + {int(m.get('generator/completion_tokens', 0))} completion tokens")
+    lines += calls_lines(m)
+    if result.budget:
+        lines.append(f"budget: {result.budget}; run again with a higher budget to finish (the cache keeps what "
+                     "was paid for: only the rest is called)")
     if result.run_id:
         uri = result.tracking_uri or ""
         lines.append(f"MLflow run {result.run_id} in experiment {result.experiment_name!r}")
@@ -144,6 +155,32 @@ def format_summary(result: RunResult, metrics_shown: Sequence[str], total_s: flo
     if result.records_uri:
         lines.append(f"records: {result.records_uri}")
     return "\n".join(lines)
+
+
+def calls_lines(m: dict[str, Any]) -> list[str]:
+    """Model calls (retries and rate limits among them) and, for a priced model, the money: what was
+    spent beside what was estimated before the work."""
+    out = []
+    calls = m.get("generator/calls")
+    if calls is not None:
+        line = (f"model calls: {int(calls)} generation ({int(m.get('generator/cache_hits', 0))} from cache), "
+                f"{int(m.get('generator/prompt_tokens', 0))} prompt + {int(m.get('generator/completion_tokens', 0))} "
+                "completion tokens")
+        if m.get("judge/calls"):
+            line += f"; {int(m['judge/calls'])} judge"
+        retries = int(m.get("generator/retries", 0) + m.get("judge/retries", 0))
+        if retries:
+            limited = int(m.get("generator/rate_limited", 0) + m.get("judge/rate_limited", 0))
+            line += f"; {retries} retried" + (f" ({limited} rate-limited, HTTP 429)" if limited else "")
+        out.append(line)
+    if "cost/usd" in m:
+        parts = [f"{k} ${m[f'cost/usd_{k}']:.4f}" for k in ("generation", "judge") if f"cost/usd_{k}" in m]
+        line = f"cost: ${m['cost/usd']:.4f} spent ({', '.join(parts)})"
+        if "estimate/usd" in m:
+            line += (f"; estimated ${m['estimate/usd']:.4f}, range ${m.get('estimate/usd_low', 0):.4f} .. "
+                     f"${m.get('estimate/usd_high', 0):.4f}")
+        out.append(line)
+    return out
 
 
 def files_line(m: dict[str, Any]) -> str:
@@ -158,11 +195,38 @@ def files_line(m: dict[str, Any]) -> str:
     return line
 
 
+def headline_first(metrics: dict[str, Any], shown: Sequence[str]) -> dict[str, Any]:
+    """``metrics`` with the headline ones (``summary.metrics``, those with a finite value) first, each
+    followed by its interval and n (``/ci_low``, ``/ci_high``, ``/n``): MLflow's Evaluation runs page
+    shows a run's metrics as columns in the order they were logged, so these lead, not ``data/*``."""
+    lead: list[str] = []
+    for name in shown:
+        v = metrics.get(name)
+        try:
+            ok = v is not None and math.isfinite(float(v))
+        except (TypeError, ValueError):
+            ok = False
+        if ok:
+            lead += [k for k in (name, f"{name}/ci_low", f"{name}/ci_high", f"{name}/n") if k in metrics]
+    return {**{k: metrics[k] for k in lead}, **{k: v for k, v in metrics.items() if k not in lead}}
+
+
+def synthetic_line(m: dict[str, Any], syn: dict[str, Any]) -> str:
+    """``questions are synthetic: 84 generated by smollm2 (seed 0) ...``: what the numbers above rest on."""
+    n = int(m.get("data/queries_synthetic", syn.get("questions", 0)))
+    by = f" by {syn['model']}" if syn.get("model") else ""
+    seed = f" (seed {syn['seed']})" if syn.get("seed") is not None else ""
+    return (f"questions are synthetic: {n} generated{by}{seed} from {syn.get('file', 'a generated set')}; they measure "
+            "retrieval and answers on what a model asked of these documents, not on what your users ask "
+            "(docs/questions.md; ragsweep-label sample asks people to check a sample)")
+
+
 def format_line(result: RunResult, metrics_shown: Sequence[str]) -> str:
     """One line per job of a sweep."""
     bits = [f"{n.rsplit('/', 1)[-1]}={float(result[n]):.3g}" for n in metrics_shown[:3] if n in result]
     failed = int(result.get("generator/failures", 0))
-    return f"ragsweep: {result.name}  {result.status}  " + " ".join(bits) + (f"  failed={failed}" if failed else "") + (
+    syn = "  synthetic questions" if result.get("data/queries_synthetic") else ""
+    return f"ragsweep: {result.name}  {result.status}  " + " ".join(bits) + (f"  failed={failed}" if failed else "") + syn + (
         f"  run {result.run_id}" if result.run_id else "")
 
 

@@ -31,6 +31,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from ragsweep.errors import RagsweepError
 from ragsweep.store.cache import content_hash
 from ragsweep.pipeline.config import server_spec  # noqa: F401 - the jobs' cli and tests reach it here too
 
@@ -38,6 +39,8 @@ log = logging.getLogger("ragsweep.sweep")
 
 SWEEP_FILE = ".ragsweep_sweep.json"
 ENV_SWEEP_FILE = "RAGSWEEP_SWEEP_FILE"
+#: set by ``ragsweep.sweep`` (pipeline/api.py): the file the sweep writes its parent run, experiment and store to
+RESULT_ENV = "RAGSWEEP_SWEEP_RESULT"
 
 
 def _plain(node: Any) -> Any:
@@ -45,9 +48,15 @@ def _plain(node: Any) -> Any:
 
 
 def sweep_signature(config: DictConfig) -> str:
+    """What identifies a sweep (its parent run): the experiment, the overrides and the sweeper's
+    parameters; not what it may spend (``sweep.budget_usd``, ...), so that the same sweep run again
+    with a higher budget resumes its parent run."""
+    from ragsweep.pipeline.sweep_spend import spending
+
     hc = config.hydra
     params = _plain(hc.sweeper.get("params")) if "sweeper" in hc else None
-    return content_hash("sweep", config.get("experiment_name"), sorted(hc.overrides.task), params)
+    task = sorted(o for o in hc.overrides.task if not spending(o))
+    return content_hash("sweep", config.get("experiment_name"), task, params)
 
 
 def swept_keys(config: DictConfig) -> list[str]:
@@ -135,6 +144,8 @@ class SweepCallback(Callback):
         self.parent_run_id: str | None = None
         self.server = None
         self.sweep_file: Path | None = None
+        self.estimate: dict[str, float] | None = None
+        self.budget: dict[str, Any] | None = None
         self._ended = False
 
     def __getstate__(self) -> dict[str, Any]:
@@ -144,6 +155,7 @@ class SweepCallback(Callback):
 
     # -- start -----------------------------------------------------------------------------
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        from ragsweep.pipeline import spend, sweep_spend
         from ragsweep.pipeline.config import validate
         from ragsweep.tracking import Tracker
 
@@ -151,6 +163,17 @@ class SweepCallback(Callback):
         top = config
         mcfg = top.mlflow
         info: dict[str, Any] = {"experiment_name": top.experiment_name}
+        keys = swept_keys(config)
+        swept_generator = any(k == "generator" or k.startswith("generator.") for k in keys)
+        try:  # Hydra turns a callback's exception into a warning and goes on: a stop here is an exit
+            sweep_spend.check_keys(config, swept_generator)  # a refused API key stops the sweep before its first job
+            if spend.dry_run(config):  # the estimate of every job, and nothing called, nothing logged
+                sweep_spend.estimate(config, None)
+                print("nothing was called and nothing logged (--dry-run)", flush=True)
+                sys.exit(0)
+        except RagsweepError as exc:
+            print(f"ragsweep: error: {exc}", file=sys.stderr, flush=True)
+            sys.exit(2)
         if mcfg.enabled:
             self.tracker = Tracker(mcfg.tracking_uri, mcfg.artifact_location, top.experiment_name)
             self.parent_run_id = self._open_parent(config)
@@ -158,18 +181,30 @@ class SweepCallback(Callback):
         from ragsweep.analysis.degenerate import check_sweep
 
         check_sweep(config, self.tracker)  # what each chunk-size / overlap / top-k point changes; never raises
-        keys = swept_keys(config)
-        swept_generator = any(k == "generator" or k.startswith("generator.") for k in keys)
         if not swept_generator and not runs_remotely(config) and config.generator.get("server") is not None:
             info["server"] = self._start_server(config)
+        self.estimate = self._estimate(config)  # before any job calls a priced model
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
+        info["budget"] = self.budget = sweep_spend.budget(config, sweep_dir)
         self.sweep_file = sweep_dir / SWEEP_FILE
         tmp = self.sweep_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(info, indent=1))
         os.replace(tmp, self.sweep_file)
         os.environ[ENV_SWEEP_FILE] = str(self.sweep_file.resolve())
         atexit.register(self._finish, "KILLED")
+
+    def _estimate(self, config: DictConfig) -> dict[str, float] | None:
+        """The whole sweep's estimate (printed, logged to the parent); a failure to make it leaves each
+        job's own estimate, and never stops the sweep."""
+        from ragsweep.pipeline import sweep_spend
+
+        try:
+            est = sweep_spend.estimate(config, self.tracker)
+        except Exception as exc:  # noqa: BLE001 - the jobs still estimate themselves
+            log.warning("no estimate of the whole sweep (%s: %s); each job prints its own", type(exc).__name__, exc)
+            return None
+        return est.metrics() if est is not None else None
 
     def _open_parent(self, config: DictConfig) -> str:
         from ragsweep.tracking import latest_parent
@@ -238,15 +273,27 @@ class SweepCallback(Callback):
 
     # -- end -------------------------------------------------------------------------------
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        self._finish(None)
-        if self.tracker is not None and self.parent_run_id:
+        table = line = None
+        if self.tracker is not None and self.parent_run_id and not self._ended:
             from ragsweep.pipeline.summary import format_table
+            from ragsweep.pipeline.sweep_spend import spent_line
             from ragsweep.tracking import children_rows
 
             shown = list((config.get("summary") or {}).get("metrics") or [])
-            table = format_table(children_rows(self.tracker, self.parent_run_id), shown)
-            if table:
-                print(f"\nsweep {self.parent_run_id} in experiment {config.experiment_name!r}:\n{table}", flush=True)
+            rows = children_rows(self.tracker, self.parent_run_id)
+            table = format_table(rows, shown)
+            line, metrics = spent_line(rows, self.estimate, self.budget)  # spent beside the estimate
+            if metrics:
+                self.tracker.log_metrics(metrics)
+        self._finish(None)
+        if os.environ.get(RESULT_ENV):  # ragsweep.sweep from Python: which parent run this sweep was
+            Path(os.environ[RESULT_ENV]).write_text(json.dumps({
+                "parent_run_id": self.parent_run_id, "experiment": config.experiment_name,
+                "tracking_uri": config.mlflow.tracking_uri if config.mlflow.enabled else None}), encoding="utf-8")
+        if table:
+            print(f"\nsweep {self.parent_run_id} in experiment {config.experiment_name!r}:\n{table}", flush=True)
+        if line:
+            print(line, flush=True)
 
     def _finish(self, status: str | None) -> None:
         if self._ended:
@@ -259,6 +306,10 @@ class SweepCallback(Callback):
             if self.tracker is not None and self.parent_run_id:
                 if status is None:
                     status = self._children_status()
+                if status == "KILLED":  # children the budget stopped (the others finished)
+                    from ragsweep.pipeline.spend import BUDGET_REACHED, STATUS_TAG
+
+                    self.tracker.set_tags({STATUS_TAG: BUDGET_REACHED})
                 self.tracker.end(status)
             if self.sweep_file is not None:
                 os.environ.pop(ENV_SWEEP_FILE, None)

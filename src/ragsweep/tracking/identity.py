@@ -45,7 +45,9 @@ def _short_params_order() -> tuple[str, ...]:
 SHORT_PARAMS = _short_params_order()
 
 #: resolved-config keys that are run bookkeeping, not the system
-BOOKKEEPING_KEYS = ("hydra", "run_name", "mlflow", "cache_dir")
+BOOKKEEPING_KEYS = ("hydra", "run_name", "mlflow", "cache_dir", "budget_usd", "estimate")
+#: keys of the ``sweep`` node that say how much a command may spend, not what a system is
+SPENDING_SWEEP_KEYS = ("dry_run", "budget_usd")
 #: logged params that may differ between two runs of the same system
 VOLATILE_PARAM_PREFIXES = ("run_name", "mlflow.", "cache_dir", "hydra.", "sweep.")
 SYSTEM_KEY_TAG = "ragsweep.system_key"
@@ -99,6 +101,14 @@ def short_params(cfg: DictConfig) -> dict[str, Any]:
 def system_key(resolved: Mapping[str, Any]) -> str:
     """Identity of one system: its resolved config without run bookkeeping."""
     ident = _without_cache_dirs({k: v for k, v in resolved.items() if k not in BOOKKEEPING_KEYS})
+    sweep = ident.get("sweep")
+    if isinstance(sweep, Mapping):  # a budget or a dry run does not change the system (nor its key)
+        sweep = {k: v for k, v in sweep.items() if k not in SPENDING_SWEEP_KEYS}
+        ident = {k: v for k, v in ident.items() if k != "sweep"} | ({"sweep": sweep} if sweep else {})
+    judge = (ident.get("evaluator") or {}).get("judge") if isinstance(ident.get("evaluator"), Mapping) else None
+    if isinstance(judge, Mapping) and "price_per_1k_tokens" in judge:  # nor what the judge's tokens cost
+        judge = {k: v for k, v in judge.items() if k != "price_per_1k_tokens"}
+        ident = {**ident, "evaluator": {**ident["evaluator"], "judge": judge}}
     return content_hash("system", ident)
 
 

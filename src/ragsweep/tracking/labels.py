@@ -74,8 +74,8 @@ def human_labels(client: Any, experiment_id: str, run_ids: Sequence[str]) -> tup
     for rid in run_ids:
         for t in run_traces(client, experiment_id, rid):
             for a in t.info.assessments or []:
-                if not _is_human(a) or not getattr(a, "valid", True):
-                    continue
+                if not _is_human(a) or not getattr(a, "valid", True) or getattr(a, "expectation", None) is not None:
+                    continue  # an expectation is the question set's ground truth, not a person's label
                 name = canonical_name(a.name)
                 value = getattr(a, "value", None)
                 if value is None and getattr(a, "feedback", None) is not None:
@@ -149,3 +149,52 @@ def update_judge_card(client: Any, run_id: str, in_domain: list[str]) -> bool:
             p.write_text(text, encoding="utf-8")
             client.log_artifact(run_id, str(p))
     return True
+
+
+def sample_trace_ids(client: Any, experiment_id: str, run_ids: Sequence[str], question_ids: Iterable[str]) -> list[str]:
+    """The trace ids of the sampled questions in every run (the traces ``mark_sample`` tagged)."""
+    wanted = {str(q) for q in question_ids}
+    return [t.info.trace_id for rid in run_ids for t in run_traces(client, experiment_id, rid) if query_id(t) in wanted]
+
+
+def review_queue(client: Any, experiment_id: str, name: str, trace_ids: Sequence[str], kinds: dict[str, Any]) -> dict[str, Any]:
+    """MLflow's label schemas (one per registry label: yes/no as pass/fail, 0..1 as a number) and a
+    review queue ``name`` holding the sampled traces, so people label them on the Review page; their
+    answers are HUMAN feedback named after the label, read back by :func:`human_labels` as any other.
+    Label schemas and review queues are experimental in MLflow 3.14+; on an MLflow without them,
+    or a store that refuses them, one warning and ``{"error"}`` (the Traces view still works)."""
+    from ragsweep.tracking.genai import mlflow_module, warn_missing
+
+    try:
+        ls = mlflow_module("mlflow.genai.label_schemas")
+        rq = mlflow_module("mlflow.genai.review_queues")
+    except ImportError as exc:
+        warn_missing("label schemas and review queues (MLflow >= 3.14)", exc)
+        return {"error": str(exc)}
+    import warnings
+
+    import mlflow
+
+    mlflow.set_tracking_uri(client.tracking_uri)  # the fluent label-schema and queue functions use it
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "experimental": said once in the docs, not on every call
+            schema_ids = []
+            for label, kind in kinds.items():
+                try:
+                    schema = ls.get_label_schema(label, experiment_id=experiment_id)
+                except Exception:  # noqa: BLE001 - not there yet
+                    answer = ls.InputPassFail(positive_label="yes", negative_label="no") if kind.values == "yes/no" \
+                        else ls.InputNumeric(min_value=0.0, max_value=1.0)
+                    schema = ls.create_label_schema(label, type="feedback", input=answer, instruction=kind.description,
+                                                    enable_comment=True, experiment_id=experiment_id)
+                schema_ids.append(schema.schema_id)
+            queue = next((q for q in rq.list_review_queues(experiment_id=experiment_id) if q.name == name), None)
+            if queue is None:
+                queue = rq.create_review_queue(name, queue_type="custom", schema_ids=schema_ids, experiment_id=experiment_id)
+            if trace_ids:
+                rq.add_items_to_review_queue(queue.queue_id, item_ids=list(trace_ids))
+        return {"queue": name, "queue_id": queue.queue_id, "schemas": list(kinds), "items": len(trace_ids)}
+    except Exception as exc:  # noqa: BLE001 - the sample stands without a queue
+        warn_missing("a review queue for the sample", f"{type(exc).__name__}: {exc}")
+        return {"error": f"{type(exc).__name__}: {exc}"}

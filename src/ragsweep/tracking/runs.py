@@ -107,14 +107,22 @@ def finished_child(tracker: Any, parent_run_id: str, key: str) -> Any:
     return finished
 
 
+#: the tag of a run its budget stopped (KILLED: neither FAILED nor complete); see ragsweep.pipeline.spend
+STATUS_TAG, BUDGET_REACHED = "ragsweep.status", "budget reached"
+
+
 def children_status(tracker: Any, parent_run_id: str) -> str:
-    """FINISHED when every system of the sweep has a FINISHED child, else FAILED."""
+    """FINISHED when every system of the sweep has a FINISHED child; KILLED when the others were
+    stopped by the budget (and none failed), so a rerun with a higher budget resumes the sweep; else FAILED."""
     done: dict[str, str] = {}
     for r in children(tracker.client, tracker.experiment_id, parent_run_id):
         key = key_of(r)
         if done.get(key) != "FINISHED":
-            done[key] = r.info.status
-    return "FINISHED" if done and all(s == "FINISHED" for s in done.values()) else "FAILED"
+            budget = r.info.status == "KILLED" and r.data.tags.get(STATUS_TAG) == BUDGET_REACHED
+            done[key] = "BUDGET" if budget else r.info.status
+    if done and all(s == "FINISHED" for s in done.values()):
+        return "FINISHED"
+    return "KILLED" if done and all(s in ("FINISHED", "BUDGET") for s in done.values()) else "FAILED"
 
 
 def children_rows(tracker: Any, parent_run_id: str) -> list[tuple[str, str, dict[str, float]]]:

@@ -1,6 +1,6 @@
 """One question's MLflow trace, built as finished entities: the spans (retrieve, prompt, generate,
 evaluate, each with the question's own timings) and the assessments (every per-question metric,
-the failure). Sending them is :mod:`ragsweep.tracking.traces`."""
+the failure, and the ground truth as expectations: :mod:`ragsweep.tracking.genai`). Sending them is :mod:`ragsweep.tracking.traces`."""
 
 from __future__ import annotations
 
@@ -236,6 +236,9 @@ def build_trace(rec: dict[str, Any], *, experiment_id: str, run_id: str | None, 
         src = source_for("", judge) if failure["stage"] == "judge" else source_for("", CODE_SOURCE)
         assessments.append(Feedback(name="failure", value=f"{failure['stage']}: {failure['reason']}"[:1000], source=src,
                                     rationale=failure["reason"][:4000]))
+    from ragsweep.tracking.genai import expectation_entities
+
+    assessments += expectation_entities(rec)  # the ground truth, where MLflow's own judges read it
     meta = {"mlflow.trace_schema.version": "3", "ragsweep.query_id": str(rec.get("query_id"))}
     if run_id:
         meta["mlflow.sourceRun"] = run_id

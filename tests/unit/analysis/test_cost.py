@@ -41,3 +41,15 @@ def test_a_run_served_from_the_cache_costs_no_calls():
 def test_half_priced_mapping_is_an_error():
     with pytest.raises(ValueError, match="price_per_1k_tokens"):
         run_cost(METRICS, _cfg({"prompt": 0.1}))
+
+
+def test_the_judge_has_its_own_price_and_cost_usd_is_both():
+    cfg = OmegaConf.create({"generator": {"name": "x", "price_per_1k_tokens": {"prompt": 0.15, "completion": 0.6}},
+                            "evaluator": {"judge": {"price_per_1k_tokens": 1.0}}})
+    out = run_cost(METRICS, cfg)
+    assert out["cost/usd_generation"] == pytest.approx((1000 * 0.15 + 200 * 0.6) / 1000)
+    assert out["cost/usd_judge"] == pytest.approx((3000 + 500) * 1.0 / 1000)
+    assert out["cost/usd"] == pytest.approx(out["cost/usd_generation"] + out["cost/usd_judge"])
+    judge_only = run_cost(METRICS, OmegaConf.create({"generator": {"name": "x"},
+                                                     "evaluator": {"judge": {"price_per_1k_tokens": 1.0}}}))
+    assert judge_only["cost/usd"] == judge_only["cost/usd_judge"] and "cost/usd_generation" not in judge_only

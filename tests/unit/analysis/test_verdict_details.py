@@ -30,7 +30,8 @@ def test_a_failed_judge_without_ground_truth_leaves_token_f1_undefined_not_faile
     names = ("baseline/token_f1", "trace/adherence_rate")
     vals = {n: values(find(n), recs) for n in names}
     out = ledger.ledger(recs, vals, {n: find(n).family for n in names})
-    assert out["baseline/token_f1"] == {"attempted": 2, "scored": 1, "failed_generation": 0, "failed_judge": 0, "undefined": 1}
+    assert out["baseline/token_f1"] == {"attempted": 2, "scored": 1, "failed_generation": 0, "failed_judge": 0, "undefined": 1,
+                                         "not_attempted": 0}
     assert out["trace/adherence_rate"]["failed_judge"] == 1  # a metric the judge computes: failed
 
 

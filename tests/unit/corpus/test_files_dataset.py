@@ -71,6 +71,14 @@ def test_a_warm_run_parses_nothing_and_a_changed_file_alone_is_parsed_again(fold
                          ["md/pypdf_README.md"].headings]
 
 
+def test_a_second_cache_dir_over_the_same_folder_parses_it_again(folder, tmp_path):
+    """The document table is shared by every cache dir; the parse ledger lives in one: a cache dir
+    without the ledger must not take the table (it crashed on the cache's missing-value marker)."""
+    first = load(folder, tmp_path / "cache_a")
+    other = load(folder, tmp_path / "cache_b")
+    assert other.artifacts == first.artifacts and other.stats["files_in_ledger"] == 5
+
+
 def test_files_written_seconds_ago_are_parsed_into_memory(folder, tmp_path):
     (folder / "md" / "new.md").write_text("# New\n\nJust written.\n", encoding="utf-8")
     ds = load(folder, tmp_path / "cache")

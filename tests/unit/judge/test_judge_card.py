@@ -116,3 +116,32 @@ def test_card_of_plain_mappings_and_built_components():
                  "checker": {"_target_": "ragsweep.judge.offline.OfflineChecker", "threshold": 0.5,
                              "answer_threshold": 0.4}}, FIXTURE)
     assert c["thresholds"] == {"threshold": 0.5, "answer_threshold": 0.4}
+
+
+def test_the_summary_line_is_one_sentence_with_one_figure_its_interval_and_the_card():
+    import re
+
+    from ragsweep.judge.card import card, headline, sentence
+
+    offline = card({"name": "offline", "extractor": "offline", "checker": "offline"})
+    head = headline(offline)
+    assert head is not None and head["low"] < head["value"] < head["high"]  # a 95% interval around the figure
+    line = sentence(offline, "mlruns/artifacts/1/abc/artifacts/judge_card.md")
+    assert line.startswith("judge: offline agrees with people at ")
+    assert line.endswith("; full card: mlruns/artifacts/1/abc/artifacts/judge_card.md")
+    assert len(re.split(r"(?<=[.!?])\s+(?=[A-Z])", line)) == 1 and "\n" not in line and len(line) < 400
+    unmeasured = sentence(card({"name": "llm", "extractor": "llm", "checker": "llm", "judge": {"model": "gpt-4o-mini"}}))
+    assert unmeasured.startswith("judge: llm:gpt-4o-mini, with no measured agreement with people")
+    assert len(re.split(r"(?<=[.!?])\s+(?=[A-Z])", unmeasured)) == 1
+
+
+def test_a_pearson_figure_gets_fishers_interval():
+    from ragsweep.judge.card import headline
+
+    c = {"agreement": {"suites": [{"suite": "s", "measure": "overall Pearson x100", "value": 50.5, "n": 280,
+                                   "out_of_sample": True, "baselines": {"rouge_l": 55.0}}]}}
+    head = headline(c)
+    # Fisher's z: atanh(0.505) +- 1.96 / sqrt(277), back through tanh, x100
+    assert (round(head["low"], 1), round(head["high"], 1)) == (41.2, 58.7)
+    assert head["baseline"] == ("rouge_l", 55.0)
+    assert headline({"agreement": {"suites": [{**c["agreement"]["suites"][0], "out_of_sample": False}]}}) is None

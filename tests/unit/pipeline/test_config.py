@@ -37,6 +37,13 @@ def test_every_prompt_option_validates(compose_cfg, prompt):
         (["generator.max_tokens=0"], r"generator\.max_tokens"),
         (["max_failure_rate=2"], r"max_failure_rate"),
         (["prompt.template=no question here"], r"prompt\.template must contain \{question\}"),
+        (["budget_usd=-1"], r"budget_usd must be a number of USD >= 0"),
+        (["sweep.budget_usd=lots"], r"sweep\.budget_usd must be a number of USD >= 0"),
+        (["sweep.dry_run=maybe"], r"sweep\.dry_run must be true or false"),
+        (["estimate.claims_per_answer=20"], r"estimate\.claims_range must be \[low, high\]"),
+        (["generator.price_per_1k_tokens={prompt: 0.1}"], r"generator\.price_per_1k_tokens: a mapping needs both"),
+        (["evaluator=llm", "evaluator.judge.price_per_1k_tokens=-3"],
+         r"evaluator\.judge\.price_per_1k_tokens must be a number >= 0"),
     ],
 )
 def test_bad_config_names_the_field(compose_cfg, overrides, message):

@@ -54,3 +54,47 @@ def test_the_terminal_drops_an_interrupts_echo_but_keeps_real_errors():
     assert DropInterrupts().filter(record(KeyboardInterrupt("signal 15"))) is False
     assert DropInterrupts().filter(record(ValueError("real"))) is True
     assert DropInterrupts().filter(logging.LogRecord("x", logging.ERROR, __file__, 1, "no exc", (), None)) is True
+
+
+def test_headline_metrics_lead_with_their_interval_and_n():
+    from ragsweep.pipeline.summary import headline_first
+
+    m = {"data/queries": 4, "a/x": float("nan"), "a/x/n": 0, "b/y": 0.5, "b/y/ci_low": 0.2, "b/y/ci_high": 0.8,
+         "b/y/n": 4, "b/y/failed": 0, "c/z": 1.0}
+    out = headline_first(m, ["a/x", "b/y", "not/there"])
+    assert list(out)[:4] == ["b/y", "b/y/ci_low", "b/y/ci_high", "b/y/n"]  # a/x undefined (NaN): not a headline
+    assert out == m and len(out) == len(m)
+
+
+def test_a_priced_run_shows_what_it_spent_beside_its_estimate_and_its_retries():
+    m = {"ledger/attempted": 3, "ledger/answered": 3, "ledger/failed_generation": 0, "ledger/not_attempted": 1,
+         "generator/calls": 5, "generator/cache_hits": 1, "generator/prompt_tokens": 900, "generator/completion_tokens": 80,
+         "judge/calls": 20, "generator/retries": 3, "generator/rate_limited": 2, "judge/retries": 1,
+         "cost/usd": 0.0123, "cost/usd_generation": 0.0023, "cost/usd_judge": 0.01,
+         "estimate/usd": 0.0150, "estimate/usd_low": 0.009, "estimate/usd_high": 0.04}
+    result = RunResult(m, name="bm25-k4", status="BUDGET REACHED",
+                       budget="budget_usd=0.02 set ($0.0123 spent): 1 question(s) not attempted, their work could pass it")
+    lines = format_summary(result, []).splitlines()
+    assert lines[0] == "ragsweep: bm25-k4  BUDGET REACHED"
+    assert lines[1] == ("questions: 3 attempted, 3 answered, 0 failed generation, 0 failed in the judge, "
+                        "1 not attempted (budget)")
+    assert ("model calls: 5 generation (1 from cache), 900 prompt + 80 completion tokens; 20 judge; "
+            "4 retried (2 rate-limited, HTTP 429)") in lines
+    assert "cost: $0.0123 spent (generation $0.0023, judge $0.0100); estimated $0.0150, range $0.0090 .. $0.0400" in lines
+    assert any(line.startswith("budget: budget_usd=0.02 set ($0.0123 spent)") for line in lines)
+
+
+def test_a_dry_run_summary_is_the_estimate():
+    result = RunResult({}, name="x", status="DRY RUN", estimate=["estimate before any model call: 1 system", "  total $1"])
+    assert format_summary(result, []).splitlines() == [
+        "ragsweep: x  DRY RUN", "estimate before any model call: 1 system", "  total $1",
+        "nothing was called and nothing logged (--dry-run)"]
+
+
+def test_the_judge_line_is_one_sentence_ending_with_the_card():
+    from ragsweep.judge.card import card
+
+    result = RunResult({}, name="x", judge=card({"name": "offline", "extractor": "offline", "checker": "offline"}),
+                       judge_card_uri="/runs/1/artifacts/judge_card.md")
+    (line,) = [ln for ln in format_summary(result, []).splitlines() if ln.startswith("judge:")]
+    assert line.endswith("; full card: /runs/1/artifacts/judge_card.md") and ". " not in line.replace("e.g. ", "")

@@ -29,6 +29,22 @@ def test_one_system_key(compose_cfg):
     assert run_system_key({}, {"top_k": "5"}) != run_system_key({}, {"top_k": "10"})
 
 
+def test_what_a_command_may_spend_is_not_part_of_a_system(compose_cfg):
+    """A budget, a dry run, the estimate's stated model or the judge's price change no system key, so a
+    sweep run again with a higher budget finds the systems it already finished."""
+    base = OmegaConf.to_container(compose_cfg("evaluator=llm"), resolve=True)
+    spending = OmegaConf.to_container(compose_cfg(
+        "evaluator=llm", "budget_usd=5", "sweep.budget_usd=20", "sweep.dry_run=true", "estimate.claims_per_answer=2",
+        "evaluator.judge.price_per_1k_tokens=0.5"), resolve=True)
+    assert system_key(base) == system_key(spending)
+    assert system_key(base) != system_key(OmegaConf.to_container(compose_cfg("evaluator=llm", "evaluator.judge.seed=1"),
+                                                                 resolve=True))
+    # a config without the new keys (an older run's) has the key it always had
+    old = {k: v for k, v in OmegaConf.to_container(compose_cfg(), resolve=True).items()
+           if k not in ("budget_usd", "estimate", "sweep")}
+    assert system_key(old) == system_key(OmegaConf.to_container(compose_cfg(), resolve=True))
+
+
 def test_report_orders_values_as_the_sweep_gave_them():
     from ragsweep.analysis.report.frame import declared_order, sort_values
 

@@ -28,12 +28,15 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from ragsweep.judge.human import (  # noqa: F401 - re-exported: the label contract
+    QUESTION_LABELS,
+    QUESTION_SYSTEM,
     SAMPLE_ARTIFACT,
     SAMPLE_TAG,
     SAMPLE_TAG_VALUE,
     Label,
     LabelError,
     canonical_name,
+    is_question_label,
     label_kinds,
     parse_value,
 )
@@ -72,7 +75,8 @@ def read_file(path: str | Path) -> list[Label]:
             raise LabelError(f"{where}: field 'question_id' is missing")
         name = canonical_name(row.get("label", ""))
         if name is None:
-            raise LabelError(f"{where}: field 'label' is {row.get('label')!r}; known labels: {', '.join(kinds)}")
+            raise LabelError(f"{where}: field 'label' is {row.get('label')!r}; known labels: "
+                             f"{', '.join([*kinds, *QUESTION_LABELS])}")
         value = row.get("value")
         if value in (None, ""):
             continue  # an unfilled row of the template
@@ -110,6 +114,9 @@ def resolve_systems(labels: Sequence[Label], runs: Mapping[str, str]) -> tuple[l
     by_name = {name: rid for rid, name in runs.items()}
     out, unknown = [], []
     for lab in labels:
+        if is_question_label(lab.name):  # a question's own label: no system to resolve
+            out.append(lab)
+            continue
         rid = lab.system if lab.system in runs else by_name.get(lab.system)
         if rid is None:
             unknown.append(lab.system)
@@ -119,11 +126,32 @@ def resolve_systems(labels: Sequence[Label], runs: Mapping[str, str]) -> tuple[l
 
 
 def by_run(labels: Iterable[Label]) -> dict[str, dict[str, dict[str, float]]]:
-    """run id -> label name -> question id -> value (several labellers: their mean)."""
+    """run id -> label name -> question id -> value (several labellers: their mean); question labels
+    (:data:`QUESTION_LABELS`) left out: :func:`by_question` has them."""
     acc: dict[str, dict[str, dict[str, list[float]]]] = {}
     for lab in labels:
+        if is_question_label(lab.name):
+            continue
         acc.setdefault(lab.system, {}).setdefault(lab.name, {}).setdefault(lab.question_id, []).append(lab.value)
     return {r: {n: {q: sum(v) / len(v) for q, v in qs.items()} for n, qs in names.items()} for r, names in acc.items()}
+
+
+def by_question(labels: Iterable[Label]) -> dict[str, dict[str, float]]:
+    """Question label name -> question id -> value: the mean over every labeller and over the runs
+    it was given on (a question's label is the same whichever system's trace carries it)."""
+    acc: dict[str, dict[str, list[float]]] = {}
+    for lab in labels:
+        if is_question_label(lab.name):
+            acc.setdefault(lab.name, {}).setdefault(lab.question_id, []).append(lab.value)
+    return {n: {q: sum(v) / len(v) for q, v in qs.items()} for n, qs in acc.items()}
+
+
+def validity(labels: Iterable[Label]) -> dict[str, float]:
+    """Question id -> whether people found the question valid and its reference answer correct (the
+    product of the two labels where both were given, else the one that was)."""
+    q = by_question(labels)
+    ids = set(q.get("valid", {})) | set(q.get("reference_correct", {}))
+    return {i: q.get("valid", {}).get(i, 1.0) * q.get("reference_correct", {}).get(i, 1.0) for i in sorted(ids)}
 
 
 def attach(records: Mapping[str, Sequence[dict[str, Any]] | None], labels: Iterable[Label]) -> int:

@@ -110,7 +110,7 @@ def width_needs(records: dict[str, Any], systems: Sequence[Any], kinds: dict[str
 
 
 def _template(out: Path, systems: Sequence[Any], records: dict[str, Any], sample: Sequence[str], kinds: dict[str, Any],
-              only: bool) -> int:
+              only: bool, evidence: dict[str, str] | None = None) -> int:
     """The labels template: one row per (system, question, label) to fill in; a retrieval-only sweep's
     has one row per ground-truth point (``claim``) with the retrieved context, and no response."""
     from ragsweep.records import as_record
@@ -119,7 +119,8 @@ def _template(out: Path, systems: Sequence[Any], records: dict[str, Any], sample
     rows = 0
     with out.open("w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
-        w.writerow([*L.FILE_COLUMNS, "question", "ground_truth", *(("claim", "retrieved_context") if only else ("response",))])
+        extra = ("claim", "retrieved_context") if only else ("response",)
+        w.writerow([*L.FILE_COLUMNS, "question", "ground_truth", *extra, *(("evidence",) if evidence is not None else ())])
         for r in systems:
             for q in sample:
                 rec = by_q.get(r.info.run_id, {}).get(q)
@@ -134,7 +135,35 @@ def _template(out: Path, systems: Sequence[Any], records: dict[str, Any], sample
                     for point in points or [""]:  # no extracted points: label the whole answer (0..1)
                         w.writerow([r.info.run_name, q, name, "", "", question, gt, point, context])
                         rows += 1
+        if evidence is not None:  # a generated set: the questions themselves, once each
+            first = {str(r.get("query_id")): as_record(r) for recs in records.values() for r in (recs or [])}
+            for q in sample:
+                rec = first.get(q)
+                for name in L.QUESTION_LABELS:
+                    w.writerow([L.QUESTION_SYSTEM, q, name, "", "", rec.query if rec else "", rec.gt_answer if rec else "",
+                                *([""] * len(extra)), evidence.get(q, "")])
+                    rows += 1
     return rows
+
+
+def synthetic_evidence(systems: Sequence[Any]) -> dict[str, str] | None:
+    """A sweep over a generated set (tag ``ragsweep.questions``): each question's evidence quotes from
+    the set's file where it can be read ({} where not); None for people's questions."""
+    tags = [r.data.tags for r in systems if r.data.tags.get("ragsweep.questions") == "synthetic"]
+    if not tags:
+        return None
+    path = Path(tags[0].get("ragsweep.questions.file", ""))
+    out: dict[str, str] = {}
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(row, dict):
+                out[str(row.get("query_id"))] = " | ".join(f"{e.get('doc_id')}: {e.get('quote')}" for e in row.get("evidence") or []
+                                                           if isinstance(e, dict)) or "(none: unanswerable)"
+    return out
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
@@ -157,8 +186,11 @@ def cmd_sample(args: argparse.Namespace) -> int:
     TL.log_sample(client, runs.parent_id, {"seed": args.seed, "n": len(sample), "of": len(qids), "question_ids": sample,
                                             "requested": {"n": args.n, "width": args.width},
                                             "systems": [r.info.run_name for r in systems], "labels": list(kinds)})
+    traces = TL.sample_trace_ids(client, runs.experiment_id, [r.info.run_id for r in systems], sample)
+    queue = TL.review_queue(client, runs.experiment_id, f"ragsweep-sample-{runs.parent_id[:8]}", traces, kinds)
     out = Path(args.out or f"labels_{runs.experiment}.csv")
-    rows = _template(out, systems, records, sample, kinds, only)
+    evidence = synthetic_evidence(systems)
+    rows = _template(out, systems, records, sample, kinds, only, evidence)
     print(f"{runs.experiment}: drew {len(sample)} of the {len(qids)} questions every system answered (seed {args.seed})"
           + (f", for a 95% interval of width about {args.width}" if args.n is None else ""))
     for name, need in needs.items():
@@ -171,10 +203,18 @@ def cmd_sample(args: argparse.Namespace) -> int:
     need = ppi.MIN_LABELS_BINARY if all(h.values == "yes/no" for h in kinds.values()) else ppi.MIN_LABELS
     if len(sample) < need:
         print(f"note: {len(sample)} labelled questions are fewer than the {need} a PPI interval needs (docs/statistics.md)")
+    if evidence is not None:
+        print("generated questions (synthetic set): also label each sampled question once, system 'questions': "
+              + "; ".join(f"'{k}' (yes/no): {v}" for k, v in L.QUESTION_LABELS.items())
+              + " - the report shows the valid share with its interval and each system's estimate over the valid questions")
     for r in systems:
         print(f"  {r.info.run_name}: {marked.get(r.info.run_id, 0)} trace(s) marked")
+    if "queue" in queue:  # MLflow >= 3.14: the Review page lists the queue, each trace with the labels' questions
+        print(f"Label them on the MLflow UI's Review page: queue {queue['queue']} ({queue['items']} traces, labels "
+              f"{', '.join(queue['schemas'])}); or")
+    names = [f"{k} ({h.values})" for k, h in kinds.items()] + ([f"{k} (yes/no)" for k in L.QUESTION_LABELS] if evidence is not None else [])
     print(f"Label them in the MLflow UI: Traces, Filters: Tag {L.SAMPLE_TAG} = {L.SAMPLE_TAG_VALUE}; open a trace, "
-          "Assess > Add feedback > Human feedback, named one of: " + ", ".join(f"{k} ({h.values})" for k, h in kinds.items()))
+          "Assess > Add feedback > Human feedback, named one of: " + ", ".join(names))
     print(f"or fill in {out} ({rows} rows; value: yes/no or 0..1) and run: {PROG} estimate --experiment {runs.experiment} --labels {out}")
     return 0
 

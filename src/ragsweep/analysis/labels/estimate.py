@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ragsweep.analysis import ppi, stats
-from ragsweep.analysis.labels import Label, by_run, label_kinds
+from ragsweep.analysis.labels import Label, by_question, by_run, label_kinds, validity
 
 
 def _scale(metric: str) -> float:
@@ -38,13 +38,32 @@ class SystemRow:
     n_labels: int
     note: str = ""
     coverage: str = ""  # the interval's measured coverage at these labels (ppi.coverage_note)
+    valid: ppi.Estimate | None = None  # over the questions people found valid (a generated set)
 
     def metrics(self) -> dict[str, float]:
+        s = _scale(self.metric)
+        out = {}
+        if self.valid is not None:
+            v = self.valid
+            out = {f"{self.metric}/ppi_valid_mean": v.mean * s, f"{self.metric}/ppi_valid_ci_low": v.low * s,
+                   f"{self.metric}/ppi_valid_ci_high": v.high * s}
         if self.estimate is None:
-            return {f"{self.metric}/ppi_n_labels": float(self.n_labels)}
-        s, e = _scale(self.metric), self.estimate
-        return {f"{self.metric}/ppi_mean": e.mean * s, f"{self.metric}/ppi_ci_low": e.low * s,
+            return {**out, f"{self.metric}/ppi_n_labels": float(self.n_labels)}
+        e = self.estimate
+        return {**out, f"{self.metric}/ppi_mean": e.mean * s, f"{self.metric}/ppi_ci_low": e.low * s,
                 f"{self.metric}/ppi_ci_high": e.high * s, f"{self.metric}/ppi_n_labels": float(e.n_labels)}
+
+
+@dataclass
+class QuestionShare:
+    """A generated set's question label (``valid``, ``reference_correct``, or both: ``valid_and_correct``):
+    the share of the labelled questions with it, and its 95% betting interval (valid at every n)."""
+
+    label: str
+    n: int
+    share: float
+    low: float
+    high: float
 
 
 @dataclass
@@ -78,6 +97,7 @@ class Result:
     pairs: list[PairRow] = field(default_factory=list)
     agreement: list[Agreement] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    questions: list[QuestionShare] = field(default_factory=list)
 
     def metrics_by_run(self) -> dict[str, dict[str, float]]:
         out: dict[str, dict[str, float]] = {}
@@ -115,8 +135,10 @@ def estimate(runs: Sequence[tuple[str, str]], records: Mapping[str, Sequence[dic
         res.notes.append("no sample drawn by ragsweep-label: the labelled questions are assumed to be a uniform random sample")
     kinds = label_kinds()
     human = by_run(labels)
-    names = sorted({lab.name for lab in labels})
+    names = sorted({lab.name for lab in labels if lab.name in kinds})
     names_of = dict(runs)
+    valid = validity(labels)
+    res.questions = question_shares(labels)
     for name in names:
         metric = kinds[name].metric
         binary = all(lab.value in (0.0, 1.0) for lab in labels if lab.name == name)
@@ -140,7 +162,8 @@ def estimate(runs: Sequence[tuple[str, str]], records: Mapping[str, Sequence[dic
             else:
                 est = ppi.system_estimate(j, h, scale)
             cov = ppi.coverage_note(len(y), binary, False, est.method) if est is not None else ""
-            res.systems.append(SystemRow(rid, sysname, name, metric, iv, est, len(y), note, cov))
+            over_valid = ppi.valid_mean(j, h, valid, scale) if valid and j else None
+            res.systems.append(SystemRow(rid, sysname, name, metric, iv, est, len(y), note, cov, over_valid))
         if len(pairs_h) >= 4:
             x, yv = np.asarray(pairs_j), np.asarray(pairs_h)
             r, lo, hi = pearson_ci(x, yv)
@@ -158,6 +181,45 @@ def estimate(runs: Sequence[tuple[str, str]], records: Mapping[str, Sequence[dic
     return res
 
 
+def question_shares(labels: Sequence[Label]) -> list[QuestionShare]:
+    """The share of valid questions (and of correct reference answers, and of both) among those people
+    labelled, each with its betting interval on [0, 1] (:mod:`ragsweep.analysis.bounded`)."""
+    from ragsweep.analysis import bounded
+
+    q = by_question(labels)
+    rows = [(name, list(q[name].values())) for name in ("valid", "reference_correct") if q.get(name)]
+    if len(rows) == 2:
+        rows.append(("valid_and_correct", list(validity(labels).values())))
+    out = []
+    for name, values in rows:
+        iv = bounded.interval(values, 1.0)
+        out.append(QuestionShare(name, len(values), iv.mean, max(0.0, iv.low), min(1.0, iv.high)))
+    return out
+
+
+def _questions_md(res: Result) -> list[str]:
+    if not res.questions:
+        return []
+    out = ["", "## The generated questions (human labels)", "",
+           "The share of the labelled questions people found valid / with a correct reference answer, with its 95% "
+           "betting interval (valid at any number of labels; docs/questions.md says what a synthetic set measures).", "",
+           "| label | labelled questions | share [95% CI] |", "|---|---|---|"]
+    out += [f"| {q.label} | {q.n} | {_f(q.share)} [{_f(q.low)}, {_f(q.high)}] |" for q in res.questions]
+    rows = [r for r in res.systems if r.valid is not None]
+    if rows:
+        out += ["", "Each system's metric over the valid questions only (PPI ratio of the human label over validity, "
+                "delta method; simulated coverage 0.95-1.00 at 100-400 yes/no labels, experiments/sim_ppi_valid.py):", "",
+                "| metric (human label) | system | PPI over valid questions [95% CI] | labelled questions |", "|---|---|---|---|"]
+        for r in rows:
+            s, d = _scale(r.metric), 1 if _scale(r.metric) > 1 else 3
+            out.append(f"| {r.metric} ({r.label}) | {r.system} | {_f(r.valid.mean * s, d)} [{_f(r.valid.low * s, d)}, "
+                       f"{_f(r.valid.high * s, d)}] | {r.valid.n_labels} |")
+    elif res.systems:
+        out += ["", f"No system estimate over the valid questions yet: it needs {ppi.MIN_LABELS_BINARY} questions "
+                "labelled both for validity and for the system's metric (yes/no labels)."]
+    return out
+
+
 def _f(x: float, d: int = 3) -> str:
     return f"{x:.{d}f}" if x is not None and math.isfinite(x) else "n/a"
 
@@ -165,8 +227,8 @@ def _f(x: float, d: int = 3) -> str:
 def markdown(res: Result, title: str = "Prediction-powered estimates (human labels)") -> str:
     out = [f"## {title}", ""]
     if not res.systems:
-        return "\n".join(out + ["No human labels on this sweep's questions (ragsweep-label sample, then label in the MLflow UI "
-                                "or give --labels FILE).", ""])
+        return "\n".join(out + ["No human labels on this sweep's answers (ragsweep-label sample, then label in the MLflow UI "
+                                "or give --labels FILE).", *_questions_md(res), ""])
     out += ["Per system: the judge-only mean [95% interval] over all the questions it scored, and the PPI++ estimate of the "
             "human label's mean over the same questions [95% interval] from the labelled ones (docs/statistics.md, "
             "'Prediction-powered estimates'). Both on the judge metric's scale.", "",
@@ -206,6 +268,7 @@ def markdown(res: Result, title: str = "Prediction-powered estimates (human labe
         for a in res.agreement:
             out.append(f"| {a.label} | {a.metric} | {a.n} | {_f(a.r, 2)} [{_f(a.r_low, 2)}, {_f(a.r_high, 2)}] | "
                        f"{a.bias:+.3f} [{a.bias_low:+.3f}, {a.bias_high:+.3f}] |")
+    out += _questions_md(res)
     if res.notes:
         out += [""] + [f"Note: {n}." for n in res.notes]
     return "\n".join(out) + "\n"

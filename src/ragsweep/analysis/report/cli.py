@@ -251,10 +251,26 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     # --compare: one HTML page, question by question (ragsweep.analysis.report.compare_page)
     ap.add_argument("--compare", nargs=2, metavar=("RUN_A", "RUN_B"), help="compare two runs question by question (HTML page)")
     ap.add_argument("--metric", help="with --compare: the metric questions are sorted by (default ragchecker/overall/f1)")
+    ap.add_argument("--export", choices=("parquet", "csv"),
+                    help="also write results.parquet|csv: one row per system x question, every metric, the systems' "
+                         "parameters as columns, failures marked (the table ragsweep.results() returns)")
     args = ap.parse_args(argv)
     if not args.experiment and not args.run and not args.compare:
         ap.error("give --experiment NAME (or --run PARENT_RUN_ID)")
     return args
+
+
+def export(rep: Report, fmt: str, tracking_uri: str | None) -> Path:
+    """``results.<fmt>`` in the report's folder: :func:`ragsweep.analysis.results.results_frame` of the sweep."""
+    from ragsweep.analysis.results import results_frame
+
+    df = results_frame(tracking.client(tracking.resolve_tracking_uri(tracking_uri)), rep.runs.children)
+    path = rep.out / f"results.{fmt}"
+    if fmt == "parquet":
+        df.to_parquet(path, index=False)
+    else:
+        df.to_csv(path, index=False)
+    return path
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -270,6 +286,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ReportError, TrackingError, LabelError, PPIError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
+    if args.export:
+        rep.files.append(export(rep, args.export, args.tracking_uri))
     if args.write_expected:
         print(expected.block(rep.df, rep.params, rep.spec or {}))
         return 0

@@ -294,12 +294,25 @@ def baseline_comparisons(df, metrics: Sequence[str], records: Mapping[str, Any],
     return out
 
 
+def drop_unscored(comps: Sequence[Comparison]) -> tuple[list[Comparison], list[str]]:
+    """``comps`` less the metrics no question was scored on in any comparison (a retrieval-only
+    sweep's generator metrics), and those metrics' names, for the report to say so once instead of
+    a table of empty rows."""
+    scored = {c.metric for c in comps if c.result.n > 0}
+    unscored = list(dict.fromkeys(c.metric for c in comps if c.metric not in scored))
+    return [c for c in comps if c.metric in scored], unscored
+
+
 def comparisons_markdown(comps: Sequence[Comparison], title: str, note: str = "") -> str:
     from ragsweep.analysis.report.table import _md_cell
 
+    comps, unscored = drop_unscored(comps)
     out = [f"## {title}", ""]
     if note:
         out += [note, ""]
+    if unscored:
+        out += [f"Not compared, no question was scored on them by any system (a retrieval-only run has no "
+                f"response to judge): {', '.join(unscored)}.", ""]
     if not comps:
         return "\n".join(out + ["No comparison could be made (no per-question values).", ""])
     out += ["| " + " | ".join(HEADER) + " |", "|" + "|".join("---" for _ in HEADER) + "|"]

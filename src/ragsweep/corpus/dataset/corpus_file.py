@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from ragsweep.corpus.dataset.doctable import LazyDocuments, cold_documents, corpus_key, remember, warm_or_cold
-from ragsweep.corpus.dataset.loaders import (_check_limit, _lengths, _Loader, _require, _require_documents, _require_setting,
-                                      _unique, _whole_doc_spans, finish, read_jsonl)
+from ragsweep.corpus.dataset.loaders import (_check_limit, _Loader, _require, _require_documents, _require_setting,
+                                      _unique, finish, read_jsonl)
+from ragsweep.corpus.dataset.queries import read_queries
 from ragsweep.errors import DataError
-from ragsweep.types import Dataset, Document, Query
+from ragsweep.types import Dataset, Document
 
 
 class _CorpusFile(_Loader):
@@ -64,7 +65,8 @@ class _CorpusFile(_Loader):
 
 class JsonlDataset(_CorpusFile):
     """A user's own data: ``corpus`` JSONL of ``{doc_id, text, title?}`` and ``queries`` JSONL of
-    ``{query_id, query, gt_answer?, relevant_doc_ids?}``."""
+    ``{query_id, query, gt_answer?, relevant_doc_ids?, evidence?, spans?}``
+    (:mod:`ragsweep.corpus.dataset.queries`: quotes located in the text, or spans given directly)."""
 
     @dataclass
     class Config:
@@ -72,17 +74,31 @@ class JsonlDataset(_CorpusFile):
         queries: str | None = None
         limit: int | None = None
         name: str = "jsonl"
+        #: the least similarity (0-1) of a fuzzily located evidence quote to the text it is matched to
+        match: float = 0.8
 
         def __post_init__(self) -> None:
             _check_limit(self.limit)
-            for field in ("corpus", "queries"):
-                _require_setting(getattr(self, field), field, "jsonl", "PATH.jsonl")
+            if not 0 < self.match <= 1:
+                raise ValueError(f"dataset.match ({self.match}) must be in (0, 1]: e.g. 0.8")
+            _require_setting(self.corpus, "corpus", "jsonl", "PATH.jsonl")  # queries: by load() (load_corpus needs none)
 
     def _corpus_file(self) -> Path:
         return Path(self.config.corpus)
 
     def _key_config(self) -> Any:
         return "jsonl"
+
+    def load(self) -> Dataset:
+        if not self.config.queries:
+            raise DataError("dataset.queries is required to run questions over dataset=jsonl: add dataset.queries=PATH.jsonl "
+                            "(no questions yet? ragsweep-questions writes a set: docs/questions.md)")
+        return super().load()
+
+    def load_corpus(self) -> Dataset:
+        """The corpus file's documents without questions (for generating questions)."""
+        docs = self._parsed()
+        return Dataset(self.config.name, docs, [], stats={"documents": len(docs)})
 
     def _stream(self, every: bool = False) -> Iterator[Document]:
         """The corpus file's documents as it is read, checked line by line (the kept, non-empty
@@ -104,19 +120,11 @@ class JsonlDataset(_CorpusFile):
     def _build(self, warm: LazyDocuments | None, key: str | None) -> Dataset:
         cpath, qpath = Path(self.config.corpus), Path(self.config.queries)
         documents = self._documents(warm, key)
-        docs = _lengths(documents)
-        queries = []
-        qseen: dict[str, int] = {}
-        for n, obj in read_jsonl(qpath):
-            where = f"{qpath}:{n}"
-            rel = obj.get("relevant_doc_ids") or []
-            if not isinstance(rel, list):
-                raise DataError(f"{where}: 'relevant_doc_ids' must be a list of doc ids")
-            _unique(qseen, str(_require(obj, "query_id", where)), "query_id", qpath, n)
-            queries.append(
-                Query(str(_require(obj, "query_id", where)), str(_require(obj, "query", where)), obj.get("gt_answer"), _whole_doc_spans(rel, docs, where))
-            )
-        return self._remembered(finish(self.config.name, documents, queries, self.config.limit, str(cpath)), key)
+        queries, info = read_queries(qpath, documents, self.config.match)
+        ds = self._remembered(finish(self.config.name, documents, queries, self.config.limit, str(cpath)), key)
+        ds.stats.update(info["stats"])
+        ds.synthetic = info["synthetic"]
+        return ds
 
 
 __all__ = ["JsonlDataset"]

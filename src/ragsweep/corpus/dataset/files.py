@@ -15,11 +15,13 @@ Questions (``queries``, JSONL), one per line::
 
     {"query_id": "q1", "query": "...", "gt_answer": "...",          # gt_answer optional
      "relevant_doc_ids": ["manual.pdf"],                             # relevant files, by path
-     "evidence": [{"doc_id": "manual.pdf", "quote": "..."}, "..."]}  # optional quotes
+     "evidence": [{"doc_id": "manual.pdf", "quote": "..."}, "..."]}  # optional quotes (or "spans")
 
 A quote becomes the character span it occupies in its file's parsed text (located exactly, then
 ignoring whitespace, case and punctuation, then fuzzily: :mod:`ragsweep.corpus.dataset.locate`, then
-rapidfuzz's best partial alignment); a relevant file without a quote is relevant as a whole.
+rapidfuzz's best partial alignment); a relevant file without a quote is relevant as a whole. The
+reader and its whole format (spans given directly, a generated set's provenance) are
+:mod:`ragsweep.corpus.dataset.queries`.
 """
 
 from __future__ import annotations
@@ -33,10 +35,10 @@ from ragsweep.store.cache import Cache
 from ragsweep.corpus.parse import BY_EXTENSION
 from ragsweep.corpus.parse.folder import FolderCorpus, walk
 from ragsweep.corpus.dataset.doctable import LazyDocuments, corpus_key, open_warm, scan
-from ragsweep.corpus.dataset.loaders import _Loader, _require, _unique, finish, read_jsonl
-from ragsweep.corpus.dataset.locate import DocumentIndex, locate
+from ragsweep.corpus.dataset.loaders import _Loader, finish
+from ragsweep.corpus.dataset.queries import read_queries
 from ragsweep.errors import DataError
-from ragsweep.types import Dataset, Document, Query, Span
+from ragsweep.types import Dataset, Document, Query
 
 FORMAT = "files-v1"
 
@@ -111,7 +113,7 @@ class FilesDataset(_Loader):
         config = [FORMAT, sorted((k, p.name, p.version) for k, p in BY_EXTENSION.items())]
         key = corpus_key([e.path for e in entries], config)
         cache = folder.cache()
-        ledger = cache.get("parse-ledger", key) if key is not None and cache is not None else None
+        ledger = cache.get("parse-ledger", key, None) if key is not None and cache is not None else None
         warm = open_warm(key, folder.parse_all, source, folder.stream) if ledger is not None else None
         if warm is not None:
             documents: Sequence[Document] = FileDocuments(warm.path, folder, source)
@@ -156,82 +158,15 @@ class FilesDataset(_Loader):
                             "dataset.queries=FILE.jsonl (one {query_id, query, gt_answer?, relevant_doc_ids?, "
                             "evidence?} per line)")
         corpus = self.load_corpus()
-        queries = self._queries(Path(self.config.queries).expanduser(), corpus.documents)
+        queries, info = self._queries(Path(self.config.queries).expanduser(), corpus.documents)
         ds = finish(self.config.name, corpus.documents, queries, self.config.limit, str(self.config.path))
-        ds.stats = {**corpus.stats, **ds.stats}
+        ds.stats = {**corpus.stats, **ds.stats, **info["stats"]}
         ds.artifacts = corpus.artifacts
+        ds.synthetic = info["synthetic"]
         return ds
 
-    def _queries(self, qpath: Path, documents: Sequence[Document]) -> list[Query]:
-        rows = []
-        seen: dict[str, int] = {}
-        for n, obj in read_jsonl(qpath):
-            where = f"{qpath}:{n}"
-            qid = str(_require(obj, "query_id", where))
-            _unique(seen, qid, "query_id", qpath, n)
-            rel = obj.get("relevant_doc_ids") or []
-            evidence = obj.get("evidence") or []
-            if not isinstance(rel, list) or not isinstance(evidence, list):
-                raise DataError(f"{where}: 'relevant_doc_ids' and 'evidence' must be lists")
-            quotes = [self._quote(e, [str(r) for r in rel], where) for e in evidence]
-            rows.append((where, obj, qid, [str(r) for r in rel], quotes))
-        lengths = documents.lengths if isinstance(documents, LazyDocuments) else {d.doc_id: len(d.text) for d in documents}
-        needed = {d for *_, rel, quotes in rows for d in rel + [q[0] for q in quotes]}
-        for d in sorted(needed):
-            if d not in lengths:
-                raise DataError(f"{qpath}: relevant document '{d}' is not in the corpus{_why(d, self._ledger)}; "
-                                "relevant_doc_ids and evidence[].doc_id are paths relative to dataset.path")
-        texts = _texts(documents, {doc for *_, quotes in rows for doc, _ in quotes})
-        index = {d: DocumentIndex(t) for d, t in texts.items()}
-        queries, missed = [], []
-        for where, obj, qid, rel, quotes in rows:
-            spans: list[Span] = []
-            for doc, quote in quotes:
-                found = self._locate(quote, index, [doc] if doc else rel)
-                if found is None:
-                    missed.append(f"{where}: {quote[:60]!r}")
-                else:
-                    spans.append(found)
-            quoted = {s.doc_id for s in spans}
-            spans += [Span(d, 0, lengths[d]) for d in rel if d not in quoted]
-            queries.append(Query(qid, str(_require(obj, "query", where)), obj.get("gt_answer"), tuple(spans)))
-        if missed:
-            raise DataError(f"{qpath}: {len(missed)} evidence quote(s) not found in their document's parsed text "
-                            f"(first: {missed[0]}); copy the quote from the document's text, or lower dataset.match "
-                            f"(now {self.config.match})")
-        return queries
-
-    @staticmethod
-    def _quote(e: Any, rel: list[str], where: str) -> tuple[str, str]:
-        if isinstance(e, str):
-            doc, quote = "", e
-        elif isinstance(e, dict) and isinstance(e.get("quote"), str):
-            doc, quote = str(e.get("doc_id") or ""), e["quote"]
-        else:
-            raise DataError(f"{where}: each evidence item is a quote string or {{\"doc_id\", \"quote\"}}")
-        if not doc and len(rel) != 1:
-            raise DataError(f"{where}: an evidence quote without doc_id needs exactly one relevant_doc_ids entry "
-                            "(or give the quote's doc_id)")
-        return doc or rel[0], quote
-
-    def _locate(self, quote: str, index: dict[str, DocumentIndex], docs: list[str]) -> Span | None:
-        for d in docs:
-            found = locate(quote, index[d], threshold=self.config.match)
-            if found is not None:
-                return Span(d, found[0], found[1])
-        from rapidfuzz import fuzz
-
-        for d in docs:
-            al = fuzz.partial_ratio_alignment(quote.strip(), index[d].text, score_cutoff=100 * self.config.match)
-            if al is not None and al.dest_end > al.dest_start:
-                return Span(d, al.dest_start, al.dest_end)
-        return None
-
-
-def _texts(documents: Sequence[Document], doc_ids: set[str]) -> dict[str, str]:
-    if hasattr(documents, "documents_of"):
-        return {d: doc.text for d, doc in documents.documents_of(doc_ids).items()}
-    return {d.doc_id: d.text for d in documents if d.doc_id in doc_ids}
+    def _queries(self, qpath: Path, documents: Sequence[Document]) -> tuple[list[Query], dict[str, Any]]:
+        return read_queries(qpath, documents, self.config.match, lambda d: _why(d, self._ledger))
 
 
 def _why(doc_id: str, ledger: list[dict[str, str]]) -> str:

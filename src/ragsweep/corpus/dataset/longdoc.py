@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ragsweep.corpus.dataset.loaders import BUILTIN, ClapNQ, _BuiltinConfig, _Loader, finish, read_json
+from ragsweep.corpus.dataset.queries import read_queries
 from ragsweep.errors import DataError
 from ragsweep.types import Dataset, Document, Query, Span
 
@@ -45,6 +46,32 @@ def reassemble(chunks: list[str]) -> tuple[str, list[int]]:
     return text, starts
 
 
+@dataclass
+class _OwnQuestionsConfig(_BuiltinConfig):
+    """A built-in corpus with the user's questions instead of its own: ``queries``, a questions file
+    (:mod:`ragsweep.corpus.dataset.queries`; e.g. a set ``ragsweep-questions`` generated from it)."""
+
+    queries: str | None = None
+    match: float = 0.8
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0 < self.match <= 1:
+            raise ValueError(f"dataset.match ({self.match}) must be in (0, 1]: e.g. 0.8")
+
+
+def _finish(loader: _Loader, documents: list[Document], queries: list[Query], source: str) -> Dataset:
+    """``finish`` with the built-in questions, or those of ``dataset.queries`` where it is set."""
+    cfg = loader.config
+    if not cfg.queries:
+        return finish(cfg.name, documents, queries, cfg.limit, source)
+    own, info = read_queries(cfg.queries, documents, cfg.match)
+    ds = finish(cfg.name, documents, own, cfg.limit, source)
+    ds.stats.update(info["stats"])
+    ds.synthetic = info["synthetic"]
+    return ds
+
+
 def _split_spans(start: int, end: int, bounds: list[tuple[str, int, int]]) -> list[Span]:
     """A span of the full text as spans of the documents it falls in (trimmed of whitespace)."""
     out = []
@@ -69,7 +96,7 @@ class RagbenchPaperLongDoc(_Loader):
     """
 
     @dataclass
-    class Config(_BuiltinConfig):
+    class Config(_OwnQuestionsConfig):
         name: str = "ragbench_paper_longdoc"
         split: str = "sections"
 
@@ -108,7 +135,7 @@ class RagbenchPaperLongDoc(_Loader):
                     raise DataError(f"{path} question {qid}: relevant chunk '{cid}' is not in the corpus")
                 spans += _split_spans(*where[str(cid)], bounds)
             queries.append(Query(str(qid), text, None, tuple(spans)))
-        return finish(self.config.name, documents, queries, self.config.limit, str(path))
+        return _finish(self, documents, queries, str(path))
 
 
 class ClapNQLongDoc(_Loader):
@@ -127,7 +154,7 @@ class ClapNQLongDoc(_Loader):
     """
 
     @dataclass
-    class Config(_BuiltinConfig):
+    class Config(_OwnQuestionsConfig):
         name: str = "clapnq_longdoc"
         passages_per_doc: int = 10
 
@@ -157,4 +184,4 @@ class ClapNQLongDoc(_Loader):
         for q in base.queries:
             spans = tuple(Span(moved[s.doc_id][0], moved[s.doc_id][1] + s.start, moved[s.doc_id][1] + s.end) for s in q.relevant)
             queries.append(Query(q.query_id, q.query, q.gt_answer, spans))
-        return finish(self.config.name, documents, queries, self.config.limit, "clapnq_longdoc")
+        return _finish(self, documents, queries, "clapnq_longdoc")

@@ -17,6 +17,9 @@ of sample the offline judge agrees with people about as well as token F1 does
   stopwords dropped; counted with repetition) that occur anywhere in the retrieved context (all
   chunks). No ground truth needed.
 
+A question the documents do not answer (ground truth :data:`ragsweep.records.ABSTENTION`) gets
+token F1 = ROUGE-L = 1 when the response abstains, else 0 (:mod:`ragsweep.judge.abstention`).
+
 NaN where undefined: a record whose generation failed (``error``, or ``failure`` at stage
 "generation"; a failed judge leaves them defined: they need no judge), an empty
 response (no token after normalisation), no ground truth (the first two), no retrieved context
@@ -32,7 +35,7 @@ from typing import Any, Mapping, Sequence
 
 from ragsweep.judge.metrics.registry import Metric, register
 from ragsweep.corpus.text import content_words
-from ragsweep.records import response_of
+from ragsweep.records import is_abstention, response_of
 
 _NAN = float("nan")
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -102,9 +105,9 @@ def context_overlap(response: str, contexts: Sequence[str]) -> float:
 def failed(record: Mapping[str, Any]) -> bool:
     """A record whose generation failed (``error``, or ``failure`` at the generation stage): there
     is no answer to score. A failed judge does not void the baselines: they need no judge."""
-    from ragsweep.judge.ledger import generation_failure
+    from ragsweep.judge.ledger import generation_failure, not_attempted
 
-    return generation_failure(record) is not None
+    return generation_failure(record) is not None or not_attempted(record) is not None
 
 
 def _gt(record: Mapping[str, Any]) -> str | None:
@@ -117,6 +120,10 @@ def _vs_gt(fn: Any) -> Any:
         gt = _gt(record)
         if failed(record) or gt is None:
             return _NAN
+        if is_abstention(gt):  # a question the documents do not answer: 1 when the response abstains
+            from ragsweep.judge.abstention import abstains
+
+            return 1.0 if abstains(response_of(record)) else 0.0
         return fn(response_of(record), gt)
 
     value.__name__ = f"baseline_{fn.__name__}"

@@ -49,6 +49,8 @@ __all__ = [
     "VLLMServer",
     "build_client",
     "build_server",
+    "generation_key",
+    "model_id",
     "extract_answer",
     "find_orphans",
     "parse_retry_after",
@@ -72,7 +74,7 @@ class GeneratorConfig:
     max_backoff_s: float = 30.0
     structured_output: bool = True
     stop: Any = None  # list[str] | None
-    price_per_1k_tokens: Any = None  # a number, or {prompt, completion}: sets cost/usd (an external API)
+    price_per_1k_tokens: Any = None  # a number, or {prompt, completion}: cost/usd_generation (an external API)
 
     def __post_init__(self) -> None:
         def bad(name: str, why: str) -> ValueError:
@@ -98,6 +100,9 @@ class GeneratorConfig:
                 continue  # the server kind's default
             if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
                 raise bad(name, "must be a number > 0")
+        from ragsweep.rag.generator.price import parse_price
+
+        parse_price(self.price_per_1k_tokens, "generator.price_per_1k_tokens")  # a bad price fails before any work
         if self.stop is not None:
             stop = [self.stop] if isinstance(self.stop, str) else list(self.stop)
             if not all(isinstance(s, str) for s in stop):
@@ -149,10 +154,25 @@ def build_server(gen_cfg: Any) -> ManagedServer | ExternalServer:
     return instantiate(spec, _convert_="all")
 
 
+def model_id(server: Any) -> Any:
+    """What names a server's model in the generation cache keys (not its port, not its process)."""
+    return getattr(server, "cache_identity", server.model_name)
+
+
+def generation_key(server: Any, req: ChatRequest, namespace: str = "generation") -> str:
+    """The cache key a :func:`build_client` client of ``server`` stores ``req``'s answer under
+    (the server need not be started)."""
+    from ragsweep.store.cache import Cache
+
+    return Cache.key(namespace, model_id(server), req.key_fields())
+
+
 def build_client(
-    gen_cfg: Any, server: Any, cache: Any = None, cache_namespace: str = "generation", progress: bool | None = None
+    gen_cfg: Any, server: Any, cache: Any = None, cache_namespace: str = "generation", progress: bool | None = None,
+    budget: Any = None,
 ) -> ChatClient:
-    """A ChatClient for a started ``server`` with the sampling settings of ``gen_cfg``."""
+    """A ChatClient for a started ``server`` with the sampling settings of ``gen_cfg`` (its price,
+    and ``budget``: what its calls may spend, :mod:`ragsweep.rag.generator.budget`)."""
     from ragsweep.rag.generator.servers.defaults import client_setting, endpoints
 
     cfg = GeneratorConfig.from_config(gen_cfg)
@@ -169,7 +189,9 @@ def build_client(
         cache_namespace=cache_namespace,
         structured_output=cfg.structured_output,
         structured_mode=getattr(server, "structured_mode", "json_schema"),
-        model_id=getattr(server, "cache_identity", server.model_name),
+        model_id=model_id(server),
         request_defaults=cfg.request_defaults(),
         progress=progress,
+        price=cfg.price_per_1k_tokens,
+        budget=budget,
     )

@@ -13,7 +13,15 @@
   ``response_format`` steps down one mode, and the mode that worked is
   remembered in ``self.structured_mode`` for every later request;
 * every successful result is cached under ``Cache.key(namespace, model_id, request)``; a
-  failure is never cached, so a rerun retries it. A cache hit makes no HTTP request.
+  failure is never cached, so a rerun retries it. A cache hit makes no HTTP request;
+* adaptive concurrency (:mod:`ragsweep.rag.generator.limiter`): 429s halve the requests in
+  flight and pause new ones for their ``Retry-After``, successes bring them back; a 429 to a
+  request sent while others were in flight is the client's pace, not the request: it does not
+  count against ``max_retries`` (up to :data:`PACED_429S` of them); at one request in flight it does;
+  OpenAI's ``insufficient_quota`` 429 (no credit left) is final;
+* a ``budget`` (:mod:`ragsweep.rag.generator.budget`) with a ``price``: each attempt first
+  reserves what it could cost at most; one that could pass the budget is not sent
+  (``ChatResult.skipped``, counted in ``stats["budget_skipped"]``, not a failure).
 
 A request that still fails after its retries becomes ``ChatResult(text=None, error=...)``,
 is counted in ``stats["failures"]`` and logged -- never raised, never turned into text.
@@ -25,7 +33,6 @@ The request and result types, ``extract_answer`` and ``parse_retry_after`` live 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import hashlib
 import json
 import logging
@@ -34,10 +41,9 @@ import threading
 import time
 import weakref
 from collections import Counter
-from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
-from ragsweep.store.cache import Cache, afetch
+from ragsweep.store.cache import Cache
 from ragsweep.rag.generator.requests import (  # re-exported: the import paths of before the split
     STRUCTURED_MODES,
     ChatRequest,
@@ -46,11 +52,16 @@ from ragsweep.rag.generator.requests import (  # re-exported: the import paths o
     _Final,
     _FormatRejected,
     _Retryable,
+    _Skipped,
     _short,
     extract_answer,
     parse_retry_after,
     response_format_for,
 )
+from ragsweep.rag.generator.batching import Batching
+from ragsweep.rag.generator.budget import OK, WAIT
+from ragsweep.rag.generator.limiter import AdaptiveLimit
+from ragsweep.rag.generator.price import parse_price, worst_case
 from ragsweep.rag.generator.transport import _is_loopback, _LoopState, _openai, server_seconds
 
 __all__ = [
@@ -65,12 +76,15 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+#: 429s a request may get while it was sent beside others (each halves the requests in flight) before
+#: its 429s count against ``max_retries``: at one request in flight a 429 is the key's answer to it
+PACED_429S = 10
 
 
 # --------------------------------------------------------------------------------------------
 # the client
 # --------------------------------------------------------------------------------------------
-class ChatClient:
+class ChatClient(Batching):
     """Async OpenAI-compatible chat client with bounded concurrency, retries and a cache.
 
     ``stats`` (a Counter):
@@ -81,6 +95,8 @@ class ChatClient:
       retries            calls that repeated a failed attempt
       structured_fallbacks  calls repeated in a simpler response_format mode
       failures           requests that finally failed (never cached)
+      rate_limited       HTTP 429 answers (each also a retry, unless it was the last attempt)
+      budget_skipped     requests not sent because they could pass the budget
       prompt_tokens, completion_tokens   summed over successful calls
       seconds            wall time of the requests that went to the server, backoff included
     """
@@ -102,6 +118,8 @@ class ChatClient:
         model_id: Any = None,
         request_defaults: Mapping[str, Any] | None = None,
         progress: bool | None = None,
+        price: Any = None,
+        budget: Any = None,
     ):
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
@@ -129,6 +147,9 @@ class ChatClient:
         self.model_id = model_id if model_id is not None else model
         self.request_defaults = dict(request_defaults or {})
         self.progress = progress
+        self.price = parse_price(price, "price_per_1k_tokens")
+        self.budget = budget if self.price is not None else None  # an unpriced model costs nothing
+        self.limit = AdaptiveLimit(self.concurrency)
         self.stats: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._states: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState]" = weakref.WeakKeyDictionary()
@@ -211,6 +232,8 @@ class ChatClient:
         rf = response_format_for(req, mode)
         if rf is not None:
             kwargs["response_format"] = rf
+        window = await self.limit.enter(st)  # fewer in flight after 429s; waits out a Retry-After
+        shared = self.limit.allowed > 1
         self._count(calls=1)
         try:
             slot = await st.slots.get()  # a free endpoint (the only one, unless the model is served several times)
@@ -220,6 +243,7 @@ class ChatClient:
                 took = time.perf_counter() - t_sent
             finally:
                 st.slots.put_nowait(slot)
+                await self.limit.leave(st)
         except (asyncio.TimeoutError, _openai().APITimeoutError):
             raise _Retryable(f"timed out after {self.timeout_s:g}s")
         except _openai().APIConnectionError as exc:
@@ -231,8 +255,13 @@ class ChatClient:
             # llama-cpp-python answers an unsupported response_format with a 500 naming it
             if rf is not None and (code in (400, 422) or "response_format" in str(exc)):
                 raise _FormatRejected(msg)
+            if code == 429 and "insufficient_quota" in f"{exc} {getattr(exc, 'body', '')}":  # no credit left (OpenAI)
+                raise _Final(f"{msg} (the API account is out of quota: waiting does not help)")
             if code == 429:
-                raise _Retryable(msg, parse_retry_after(exc.response.headers))
+                wait = parse_retry_after(exc.response.headers)
+                self._count(rate_limited=1)
+                self.limit.rate_limited(window, None if wait is None else min(wait, self.max_backoff_s))
+                raise _Retryable(msg, wait, shared=shared)
             if code >= 500 or code == 408:
                 raise _Retryable(msg, parse_retry_after(exc.response.headers) if code == 503 else None)
             raise _Final(msg)
@@ -251,11 +280,41 @@ class ChatClient:
             raise _Retryable(f"malformed response: {_short(exc)}")
         if text is None:
             raise _Retryable("malformed response (no message content)")
+        self.limit.succeeded()
         usage = getattr(resp, "usage", None)
         pt = int(getattr(usage, "prompt_tokens", 0) or 0) if usage else 0
         ct = int(getattr(usage, "completion_tokens", 0) or 0) if usage else 0
         return ChatResult(text=text, prompt_tokens=pt, completion_tokens=ct, finish_reason=finish,
                           started_at=sent, request_s=took, server_s=server_seconds(resp))
+
+    async def _paid_attempt(self, st: _LoopState, req: ChatRequest, mode: str) -> ChatResult:
+        """One attempt within the budget (:class:`_Skipped` when it could pass it)."""
+        held = self._reserve(req)
+        while held == WAIT:  # the calls in flight hold the room; what they really cost may leave it
+            await asyncio.sleep(0.05)
+            held = self._reserve(req)
+        if held is None:
+            raise _Skipped(self.budget.why())
+        result = None
+        try:
+            result = await self._attempt(st, req, mode)
+            return result
+        finally:
+            self._settle(held, result)
+
+    def _reserve(self, req: ChatRequest) -> Any:
+        """What this attempt could cost at most, held in the budget (0.0: no budget); None: refused
+        (the budget is reached); ``WAIT``: not before a call in flight settles."""
+        if self.budget is None:
+            return 0.0
+        usd = worst_case(self.price, req.messages, req.max_tokens)
+        answer = self.budget.reserve(usd)
+        return usd if answer == OK else WAIT if answer == WAIT else None
+
+    def _settle(self, held: float, result: ChatResult | None) -> None:
+        if self.budget is not None:
+            spent = self.price.usd(result.prompt_tokens, result.completion_tokens) if result is not None else 0.0
+            self.budget.settle(held, spent)
 
     def _backoff(self, key: str, retry: int, retry_after: float | None) -> float:
         if retry_after is not None:
@@ -269,11 +328,14 @@ class ChatClient:
         st = self._state()
         t0 = time.perf_counter()
         mode = self.structured_mode if req.response_format is not None else "text"
-        retry = 0
+        retry = paced = 0  # paced: 429s to a request sent beside others (the limit then halves): not its retries
         error = "no attempt made"
         while True:
             try:
-                result = await self._attempt(st, req, mode)
+                result = await self._paid_attempt(st, req, mode)
+            except _Skipped as exc:
+                self._count(budget_skipped=1)
+                return ChatResult(text=None, error=f"not sent: {exc}", skipped=True, seconds=time.perf_counter() - t0)
             except _FormatRejected as exc:
                 nxt = STRUCTURED_MODES.index(mode) + 1
                 log.info("server rejected response_format mode %r (%s); trying %r", mode, exc, STRUCTURED_MODES[nxt])
@@ -285,10 +347,13 @@ class ChatClient:
                 break
             except _Retryable as exc:
                 error = str(exc)
-                if retry >= self.max_retries:
+                if exc.shared and paced < PACED_429S:
+                    paced += 1
+                elif retry >= self.max_retries:
                     break
-                retry += 1
-                delay = self._backoff(key, retry, exc.retry_after)
+                else:
+                    retry += 1
+                delay = self._backoff(key, max(1, retry), exc.retry_after)
                 log.debug("retry %d/%d in %.2fs after %s", retry, self.max_retries, delay, error)
                 self._count(retries=1)
                 await asyncio.sleep(delay)
@@ -310,90 +375,8 @@ class ChatClient:
             )
             return result
         seconds = time.perf_counter() - t0
-        attempts = retry + 1
+        attempts = retry + paced + 1
         error = f"{error} (after {attempts} attempt{'s' if attempts > 1 else ''})"
         log.warning("chat request to %s failed: %s", self.base_url, error)
         self._count(failures=1, seconds=seconds)
         return ChatResult(text=None, error=error, seconds=seconds)
-
-    # -- public API --------------------------------------------------------------------------
-    async def achat(self, req: ChatRequest) -> ChatResult:
-        return (await self._many([req], desc=None))[0]
-
-    def chat(self, req: ChatRequest) -> ChatResult:
-        """One request from sync code (no progress bar)."""
-        return self._run_sync(self.achat(req))
-
-    def chat_many(self, reqs: Sequence[ChatRequest], desc: str = "generating") -> list[ChatResult]:
-        """Results of ``reqs`` in input order; runs from sync code, even inside a running loop."""
-        reqs = list(reqs)
-        if not reqs:
-            return []
-        return self._run_sync(self._many(reqs, desc))
-
-    def _run_sync(self, coro: Any) -> Any:
-        async def run() -> Any:
-            try:
-                return await coro
-            finally:
-                await self.aclose()  # this loop ends here: close its HTTP client with it
-
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(run())
-        # called from async code (a notebook, an async caller): run in a worker thread's own loop
-        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ragsweep-chat") as pool:
-            return pool.submit(asyncio.run, run()).result()
-
-    async def achat_many(self, reqs: Sequence[ChatRequest], desc: str = "generating") -> list[ChatResult]:
-        return await self._many(list(reqs), desc)
-
-    async def _many(self, reqs: list[ChatRequest], desc: str | None) -> list[ChatResult]:
-        """Results in input order through the cache seam; ``desc``: the progress bar's (None: no bar)."""
-        self._count(requests=len(reqs))
-        keys = {i: self.cache_key(r) for i, r in enumerate(reqs)}
-        fresh: dict[str, ChatResult] = {}  # results of the requests sent now, by key
-        bar: Any = None
-
-        async def compute(todo: list[int]) -> dict[int, dict[str, Any] | None]:
-            nonlocal bar
-            if desc is not None:
-                from tqdm.auto import tqdm
-
-                disable = None if self.progress is None else not self.progress
-                bar = tqdm(total=len(todo), desc=desc, unit="req", disable=disable, leave=False)
-            t0, made = time.perf_counter(), [0]
-
-            async def one(i: int) -> tuple[int, dict[str, Any] | None]:
-                res = fresh[keys[i]] = await self._call(reqs[i], keys[i])
-                if res.ok and self.cache is not None:
-                    # stored as it arrives, not when the whole batch is done: a sweep killed
-                    # after 15 of 20 generations finds those 15 in the cache when resumed
-                    self.cache.put(self.cache_namespace, keys[i], res.to_cache())
-                if bar is not None:
-                    made[0] += res.completion_tokens
-                    bar.set_postfix_str(f"{made[0] / max(1e-9, time.perf_counter() - t0):.1f} tokens/s", refresh=False)
-                    bar.update(1)
-                return i, res.to_cache()
-
-            return dict(await asyncio.gather(*(one(i) for i in todo)))
-
-        try:
-            stored = await afetch(self.cache, self.cache_namespace, keys, compute, keep=lambda v: v is not None,
-                                  stored_by_compute=True)
-        finally:
-            if bar is not None:
-                bar.close()
-        results: list[ChatResult] = []
-        answered: set[str] = set()
-        for i in range(len(reqs)):
-            key = keys[i]
-            if key not in fresh:
-                results.append(ChatResult.from_cache(stored[i]))
-                continue
-            results.append(fresh[key] if key not in answered else replace(fresh[key]))
-            answered.add(key)
-        sent = sum(1 for i in keys if keys[i] in fresh)
-        self._count(cache_hits=len(reqs) - sent, deduplicated=sent - len(fresh))
-        return results

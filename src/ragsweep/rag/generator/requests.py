@@ -106,6 +106,7 @@ class ChatResult:
     started_at: float | None = None
     request_s: float | None = None
     server_s: float | None = None
+    skipped: bool = False  # not sent: it could pass the budget (not a failure; never cached)
 
     @property
     def ok(self) -> bool:
@@ -196,9 +197,14 @@ class _Final(Exception):
 
 
 class _Retryable(Exception):
-    def __init__(self, message: str, retry_after: float | None = None):
+    def __init__(self, message: str, retry_after: float | None = None, shared: bool = False):
         super().__init__(message)
         self.retry_after = retry_after
+        self.shared = shared  # a 429 to a request sent beside others: the client's pace, not the request
+
+
+class _Skipped(Exception):
+    """The attempt was not sent: it could pass the budget."""
 
 
 class _FormatRejected(Exception):

@@ -24,11 +24,13 @@ from __future__ import annotations
 
 from ragsweep.rag.generator.servers.errors import (
     ExecutableNotFoundError,
+    KeyRejectedError,
     MissingAPIKeyError,
     ModelFileNotFoundError,
     PortInUseError,
     ServerError,
     ServerStartupError,
+    ServerUnreachableError,
 )
 from ragsweep.rag.generator.servers.external import ExternalServer, redact_url
 from ragsweep.rag.generator.servers.llamacpp import SMOLLM2, SMOLLM2_FILE, LlamaCppServer, resolve_model_path
@@ -52,12 +54,14 @@ __all__ = [
     "VLLM_MISSING",
     "ExecutableNotFoundError",
     "ExternalServer",
+    "KeyRejectedError",
     "LlamaCppServer",
     "ManagedServer",
     "MissingAPIKeyError",
     "ModelFileNotFoundError",
     "PortInUseError",
     "ServerError",
+    "ServerUnreachableError",
     "ServerStartupError",
     "VLLMServer",
     "default_state_dir",

@@ -4,7 +4,7 @@ package, one HTTP client and semaphore per event loop, and loopback detection (n
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -51,10 +51,14 @@ class _LoopState:
     """One event loop's HTTP clients (one per endpoint) and its request slots: ``slots`` holds
     ``concurrency`` endpoint indices, spread round-robin over the endpoints; a request takes one
     (waiting while all are out) and puts it back, so at most ``concurrency`` requests are in flight
-    and a server process with one slot never gets a second request while another process idles."""
+    and a server process with one slot never gets a second request while another process idles.
+    ``cond`` and ``in_flight``: the waiting of the adaptive limit
+    (:class:`ragsweep.rag.generator.limiter.AdaptiveLimit`), which may allow fewer than ``concurrency``."""
 
     clients: list  # openai.AsyncOpenAI per endpoint (imported lazily)
     slots: asyncio.Queue
+    cond: asyncio.Condition = field(default_factory=asyncio.Condition)
+    in_flight: int = 0
 
     @classmethod
     def make(cls, clients: list, concurrency: int) -> "_LoopState":

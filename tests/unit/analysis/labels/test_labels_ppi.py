@@ -217,6 +217,25 @@ def test_sample_marks_the_same_questions_on_every_system(sweep, tmp_path, capsys
     answer_labels = {"correct", "complete", "faithful", "supported"}  # a full run: every answer label, not 'retrieved'
     assert {r["label"] for r in rows} == answer_labels
     assert len(rows) == 2 * N_LAB * len(answer_labels) and {r["system"] for r in rows} == {"bm25", "tfidf"}
+    # MLflow's review queue (issue 38): the sampled traces of both systems, one label schema per label;
+    # an answer given on the Review page is HUMAN feedback named after the label, read back like any other
+    import importlib.util
+
+    import mlflow
+
+    if importlib.util.find_spec("mlflow.genai.review_queues") is None:  # MLflow < 3.14: the Traces-view route only
+        assert "Review page" not in out
+        return
+    import mlflow.genai.label_schemas as LS
+    import mlflow.genai.review_queues as RQ
+
+    queues = [q for q in RQ.list_review_queues(experiment_id=sweep.exp) if q.name.startswith("ragsweep-sample-")]
+    assert len(queues) == 1 and f"Review page: queue {queues[0].name} ({2 * N_LAB} traces" in out
+    items = RQ.list_review_queue_items(queues[0].queue_id)
+    assert len(items) == 2 * N_LAB
+    schemas = {LS.get_label_schema(n, experiment_id=sweep.exp).schema_id: n for n in answer_labels}
+    assert set(queues[0].schema_ids) == set(schemas)
+    assert mlflow.get_tracking_uri() == sweep.uri
 
 
 def _write_labels(sweep, path: Path, sample: list[str]) -> None:

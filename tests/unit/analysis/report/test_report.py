@@ -371,3 +371,21 @@ def test_context_window_lines_name_the_systems_whose_prompts_lost_chunks():
     assert len(lines) == 2 and lines[0].startswith("context window (prompt.fit=drop_lowest")
     assert "c600 dropped 139 retrieved chunk(s)" in lines[1] and "about 13.1 of k=20 per question" in lines[1]
     assert context_window_lines([run("c300", 20, 0)]) == []
+
+
+def test_comparisons_drop_metrics_no_system_scored_and_say_so():
+    """A retrieval-only sweep's generator metrics have no scored question anywhere: one line names them,
+    no table of empty rows; a metric scored by the systems keeps its rows."""
+    from ragsweep.analysis.report import paired
+
+    nan = float("nan")
+    a = {"q1": 1.0, "q2": 0.0, "q3": 1.0}
+    b = {"q1": 1.0, "q2": 1.0, "q3": 1.0}
+    comps = [paired.compare("retrieval/recall_at_k", "A", a, "B", b),
+             paired.compare("ragchecker/overall/f1", "A", dict.fromkeys(a, nan), "B", dict.fromkeys(b, nan))]
+    md = paired.comparisons_markdown(comps, "B - A")
+    assert "| retrieval/recall_at_k | A → B |" in md
+    assert "| ragchecker/overall/f1 |" not in md
+    assert "no question was scored on them by any system" in md and "ragchecker/overall/f1." in md
+    kept, unscored = paired.drop_unscored(comps)
+    assert [c.metric for c in kept] == ["retrieval/recall_at_k"] and unscored == ["ragchecker/overall/f1"]

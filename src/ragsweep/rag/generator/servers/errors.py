@@ -31,3 +31,11 @@ class ModelFileNotFoundError(ServerError, FileNotFoundError):
 
 class GPUMemoryError(ServerError):
     """The vLLM servers on one GPU would ask for more memory than it has."""
+
+
+class KeyRejectedError(ServerError):
+    """An endpoint refused the API key (HTTP 401/403) at the readiness probe, before any question."""
+
+
+class ServerUnreachableError(ServerError):
+    """An external endpoint could not be reached at the readiness probe, before any question."""
