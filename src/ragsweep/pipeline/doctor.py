@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from ragsweep.rag.generator.servers.cpu_backend import cpu_flags
 from ragsweep.rag.generator.servers.llama_build import build_record_path, rebuild_command
 
 PACKAGES = (
@@ -58,18 +59,6 @@ def compiled_features(system_info: str) -> set[str]:
     """The CPU features a llama.cpp build was compiled with, from ``llama_print_system_info``
     (``"CPU : SSE3 = 1 | AVX = 1 | ..."``; with dynamically loaded backends, every variant's)."""
     return {name for name, val in re.findall(r"([A-Z][A-Z0-9_]*) = (\d+)", system_info) if val == "1" and name in CPU_FLAGS}
-
-
-def cpu_flags(cpuinfo: str | None = None) -> set[str]:
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text()
-        except OSError:
-            return set()
-    for line in cpuinfo.splitlines():
-        if line.startswith("flags"):
-            return set(line.split(":", 1)[1].split())
-    return set()
 
 
 def unsupported(features: set[str], flags: set[str]) -> list[str]:
