@@ -39,6 +39,18 @@ def run_once(cwd: Path, args: list[str]) -> tuple[float, dict[str, float], str]:
     return wall, stages, proc.stdout
 
 
+def served_params(cwd: Path) -> str:
+    """What answered the cold run (its ``served/*`` params: format, CPU variant, engine)."""
+    import sqlite3
+
+    try:
+        rows = sqlite3.connect(cwd / "mlruns" / "mlflow.db").execute(
+            "select key, value from params where key like 'served/%' order by key").fetchall()
+    except sqlite3.Error:
+        return "?"
+    return ", ".join(f"{k.split('/', 1)[1]}={v}" for k, v in dict(rows).items()) or "?"
+
+
 def table(results: dict[str, tuple[float, dict[str, float]]]) -> str:
     names = [s for s in ("load", "chunk", "index", "retrieve", "server_start", "prompt", "generate", "evaluate")
              if any(s in st for _, st in results.values())]
@@ -57,13 +69,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("overrides", nargs="*", help="extra ragsweep overrides (after --)")
     args = ap.parse_args(argv)
     overrides = [f"dataset.limit={args.limit}", *args.overrides]
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_generation import cpu_line
+
+    loads = []
     with tempfile.TemporaryDirectory(prefix="ragsweep-bench-") as tmp:
         cwd = Path(tmp)
+        loads.append(os.getloadavg())
         cold = run_once(cwd, overrides)
+        loads.append(os.getloadavg())
         warm = run_once(cwd, overrides)
+        served = served_params(cwd)
     results = {"cold": cold[:2], "warm": warm[:2]}
     text = (f"### `ragsweep {' '.join(overrides)}` on {os.cpu_count()} cores ({platform.processor() or platform.machine()}), "
-            f"{time.strftime('%Y-%m-%d')}\n\n{table(results)}\n")
+            f"{time.strftime('%Y-%m-%d %H:%M')}\n\n{cpu_line()}\n\nserved: {served}; load average (1/5/15 min) before "
+            f"cold: {' '.join(f'{x:.2f}' for x in loads[0])}, before warm: {' '.join(f'{x:.2f}' for x in loads[1])}"
+            f"\n\n{table(results)}\n")
     print(text)
     print(cold[2])
     if not args.no_save:

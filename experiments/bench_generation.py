@@ -6,6 +6,7 @@ and thread setting, beside the CPU's own fp32 matrix-multiply throughput on the 
     python experiments/bench_generation.py --default-run         # + ragsweep dataset.limit=20, cold and warm
     python experiments/bench_generation.py --chunk-point         # + one chunk-size-600 point (20 questions)
     python experiments/bench_generation.py --formats f16 --threads 1/1 --procs 1,2   # + two processes side by side
+    RAGSWEEP_LLAMA_CPU_VARIANT=haswell python experiments/bench_generation.py ...  # the AVX2 code on any CPU
 
 Each setting runs in its own child process (OMP_WAIT_POLICY is read when OpenMP starts) with
 ``llama_cpp.Llama`` on the default model (SmolLM2-135M-Instruct), converted by ragsweep's own
@@ -53,6 +54,10 @@ def load() -> str:
 
 # -- child process: one measurement ---------------------------------------------------------------
 def worker(spec: dict) -> dict:
+    sys.path.insert(0, str(ROOT / "src"))
+    from ragsweep.rag.generator.servers import cpu_backend
+
+    variant = cpu_backend.load()  # llama.cpp's CPU code for this CPU (or $RAGSWEEP_LLAMA_CPU_VARIANT)
     import llama_cpp
 
     llm = llama_cpp.Llama(model_path=spec["model"], n_ctx=spec["prompt"] + spec["decode"] + 64,
@@ -79,7 +84,23 @@ def worker(spec: dict) -> dict:
     n_vocab = llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(model))
     flop = 2 * (n_params - n_vocab * n_embd) + 4 * n_layer * n_embd * (len(tokens) / 2)
     return {"prompt_tps": [o[0] for o in out], "decode_tps": [o[1] for o in out], "prompt_cpu": [o[2] for o in out],
-            "decode_cpu": [o[3] for o in out], "flop_per_token": flop, "n_params": n_params}
+            "decode_cpu": [o[3] for o in out], "flop_per_token": flop, "n_params": n_params, "variant": variant}
+
+
+def cpu_line() -> str:
+    """The CPU model, its vector flags and the llama.cpp CPU variant this build loads here."""
+    sys.path.insert(0, str(ROOT / "src"))
+    from ragsweep.rag.generator.servers import cpu_backend
+
+    model = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                  if ln.startswith("model name")), platform.processor() or "?")
+    flags = cpu_backend.cpu_flags()
+    vector = [f for f in ("avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16",
+                          "amx_tile", "amx_int8", "amx_bf16") if f in flags]
+    code = ("import sys; sys.path.insert(0, %r); from ragsweep.rag.generator.servers import cpu_backend as c; "
+            "print(c.describe(c.load()))" % str(ROOT / "src"))
+    variant = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() or "?"
+    return f"CPU: {model}, {os.cpu_count()} logical cores; flags: {' '.join(vector)}; llama.cpp CPU variant: {variant}"
 
 
 def matmul_peak(threads: int, n: int = 2048, reps: int = 5) -> tuple[float, float]:
@@ -102,8 +123,28 @@ print(2 * {n}**3 / min(walls) / 1e9, 2 * {n}**3 / min(cpus) / 1e9)
     return float(out[0]), float(out[1])
 
 
-def measure(model: str, n_threads: int, n_threads_batch: int, wait: str, busy: bool, args, procs: int = 1) -> dict:
+def mem_bandwidth(gb: float = 1.0, reps: int = 5) -> float:
+    """What one thread reads from memory: numpy summing a ``gb`` GB float32 array (far larger than
+    any cache), best of ``reps``, GB per CPU-second (a stalled load counts as CPU time; time the
+    process was descheduled does not). Decoding one token reads every weight once (SmolLM2's
+    output head is its embedding table), so weight bytes / this = the decode bound of a format."""
+    code = f"""
+import time, numpy as np
+a = np.ones(int({gb} * 2**30 / 4), dtype=np.float32); a.sum()
+best = 1e9
+for _ in range({reps}):
+    t0 = time.process_time(); a.sum(); best = min(best, time.process_time() - t0)
+print(a.nbytes / best / 1e9)
+"""
+    return float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+
+
+def measure(model: str, n_threads: int, n_threads_batch: int, wait: str, busy: bool, args, procs: int = 1,
+            variant: str = "best") -> dict:
     env = dict(os.environ)
+    env.pop("RAGSWEEP_LLAMA_CPU_VARIANT", None)
+    if variant != "best":
+        env["RAGSWEEP_LLAMA_CPU_VARIANT"] = variant
     env.pop("OMP_WAIT_POLICY", None)
     if wait != "default":
         env["OMP_WAIT_POLICY"] = wait.upper()
@@ -150,10 +191,11 @@ def run_ragsweep(cwd: Path, extra: list[str]) -> tuple[float, str]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--worker", help=argparse.SUPPRESS)
-    p.add_argument("--formats", default="source,f16,q8_0,q4_0", help="model_format values (source = the packaged Q4_1)")
+    p.add_argument("--formats", default="source,f16,bf16,q8_0,q4_0", help="model_format values (source = the packaged Q4_1)")
     p.add_argument("--threads", default="1/1,2/2,1/2", help="n_threads/n_threads_batch pairs")
     p.add_argument("--wait", default="default,passive", help="OMP_WAIT_POLICY values (default = unset)")
     p.add_argument("--procs", default="1", help="processes answering side by side (generator.server.replicas)")
+    p.add_argument("--variants", default="best", help="llama.cpp CPU variants: best (this CPU's), haswell (AVX2), ...")
     p.add_argument("--no-busy", action="store_true", help="skip the runs beside a busy process")
     p.add_argument("--busy-only", action="store_true")
     p.add_argument("--prompt-tokens", type=int, default=800)
@@ -180,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     cache = Path(tempfile.mkdtemp(prefix="bench_gen_"))
     lines = [f"### bench_generation on {os.cpu_count()} cores ({platform.machine()}), "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", "",
+             cpu_line(), "",
              f"{args.prompt_tokens}-token prompt{' (flash attention)' if args.flash_attn else ''}, {args.decode} decoded tokens, {args.reps} interleaved rounds: median (min-max); "
              "load = 1/5/15-min load average before the setting ran (a shared machine: lower bounds)", ""]
     peaks = {}
@@ -187,8 +230,10 @@ def main(argv: list[str] | None = None) -> int:
         wall, peaks[t] = matmul_peak(t)
         lines.append(f"numpy float32 GEMM 2048^3 on {t} thread(s): {wall:.0f} GFLOP/s wall, "
                      f"{peaks[t]:.0f} GFLOP per CPU-second ({load()})")
-    lines += ["", "| weights | [processes x] n_threads/batch | OMP_WAIT_POLICY | busy process added | prompt tok/s | decode tok/s | prompt tok per CPU-s | decode tok per CPU-s | prompt share of GEMM peak (per CPU-s) | load (per round) |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+    bandwidth = mem_bandwidth()
+    lines.append(f"memory read by one thread (numpy sum of 1 GB float32): {bandwidth:.1f} GB per CPU-second ({load()})")
+    lines += ["", "| weights | [processes x] n_threads/batch | OMP_WAIT_POLICY | busy process added | prompt tok/s | decode tok/s | prompt tok per CPU-s | decode tok per CPU-s | prompt share of GEMM peak (per CPU-s) | decode bound of the weights' bytes, tok/s (decode per CPU-s / bound) | load (per round) |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     print("\n".join(lines), flush=True)
     busy_modes = [True] if args.busy_only else [False] if args.no_busy else [False, True]
     settings = []
@@ -199,32 +244,35 @@ def main(argv: list[str] | None = None) -> int:
             for wait in args.wait.split(","):
                 for busy in busy_modes:
                     for procs in (int(x) for x in args.procs.split(",")):
-                        settings.append((fmt, str(model), nt, nb, wait, busy, procs))
+                        for variant in args.variants.split(","):
+                            settings.append((fmt, str(model), nt, nb, wait, busy, procs, variant))
     # interleaved: every setting once per round, so a shared machine's drifting load hits all alike
     got: dict[tuple, list[dict]] = {st: [] for st in settings}
     for rnd in range(args.reps):
         for st in settings:
-            fmt, model, nt, nb, wait, busy, procs = st
-            r = measure(model, nt, nb, wait, busy, args, procs)
+            fmt, model, nt, nb, wait, busy, procs, variant = st
+            r = measure(model, nt, nb, wait, busy, args, procs, variant)
             got[st].append(r)
-            print(f"  round {rnd + 1}: {fmt} {procs}x {nt}/{nb} {wait} {'busy' if busy else 'idle'}: "
+            print(f"  round {rnd + 1}: {fmt} [{variant}] {procs}x {nt}/{nb} {wait} {'busy' if busy else 'idle'}: "
                   + (f"error {r['error']}" if "error" in r else
                      f"prompt {r['prompt_tps'][0]:.0f} tok/s ({r['prompt_cpu'][0]:.0f}/CPU-s), decode {r['decode_tps'][0]:.0f} tok/s, {r['load']}"),
                   file=sys.stderr, flush=True)
     for st in settings:
-        fmt, model, nt, nb, wait, busy, procs = st
+        fmt, model, nt, nb, wait, busy, procs, variant = st
         ok = [r for r in got[st] if "error" not in r]
-        label = "Q4_1 (source)" if fmt == "source" else fmt.upper()
+        label = ("Q4_1 (source)" if fmt == "source" else fmt.upper()) + (f" [{ok[0]['variant'] if ok else variant}]"
+                                                                         if args.variants != "best" else "")
         loads = "; ".join(r["load"].replace("load ", "") for r in got[st])
         nt_label = f"{procs} x {nt}/{nb}" if procs > 1 else f"{nt}/{nb}"
         if not ok:
-            row = f"| {label} | {nt_label} | {wait} | {'1 busy process' if busy else 'none'} | error: {got[st][0]['error']} | | | | | {loads} |"
+            row = f"| {label} | {nt_label} | {wait} | {'1 busy process' if busy else 'none'} | error: {got[st][0]['error']} | | | | | | {loads} |"
         else:
             pt, dt = [x for r in ok for x in r["prompt_tps"]], [x for r in ok for x in r["decode_tps"]]
             pc, dc = [x for r in ok for x in r["prompt_cpu"]], [x for r in ok for x in r["decode_cpu"]]
             share = statistics.median(pc) * ok[0]["flop_per_token"] / 1e9 / peaks[min(max(nb, 1), 2)]
+            bound = bandwidth / (os.path.getsize(model) / 1e9)  # tokens/s if every weight byte is read once
             row = (f"| {label} | {nt_label} | {wait} | {'1 busy process' if busy else 'none'} | {med(pt)} | {med(dt)} | "
-                   f"{med(pc)} | {med(dc)} | {share:.0%} | {loads} |")
+                   f"{med(pc)} | {med(dc)} | {share:.0%} | {bound:.0f} ({statistics.median(dc) / bound:.0%}) | {loads} |")
         lines.append(row)
         print(row, flush=True)
     if args.default_run or args.chunk_point:

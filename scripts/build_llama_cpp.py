@@ -1,11 +1,17 @@
-"""Build and install llama-cpp-python for any x86-64 CPU with AVX2, never reusing a foreign wheel.
+"""Build and install llama-cpp-python for any x86-64 CPU, fast on each, never reusing a foreign wheel.
 
 pip keys its wheel cache by package version only, so a wheel compiled with llama.cpp's default
 ``GGML_NATIVE=ON`` on one machine (AVX-512, AMX ...) is silently installed on the next machine,
 where it dies with SIGILL/SIGSEGV. This script therefore:
 
-* builds with explicit, portable CMake flags (``PORTABLE_CMAKE_ARGS``) unless the user opts into
-  other flags with ``RAGSWEEP_LLAMA_CMAKE_ARGS`` (a native or CUDA/Metal build, for speed);
+* builds with explicit CMake flags (``DISPATCH_CMAKE_ARGS``): llama.cpp's CPU backend once per
+  x86-64 level it offers (``GGML_BACKEND_DL`` + ``GGML_CPU_ALL_VARIANTS``: x64, SSE4.2, AVX,
+  AVX2 "haswell", AVX-512 "skylakex"/"icelake"/"zen4"..., AMX "sapphirerapids"), each a
+  ``libggml-cpu-<variant>.so`` beside ``libllama.so``; at run time the best one this CPU executes
+  is loaded (``ragsweep.rag.generator.servers.cpu_backend``), so one wheel runs on any x86-64 CPU
+  and uses AVX-512/AMX where they exist. llama.cpp's own ``llama-server`` (continuous batching)
+  is built from the same source into the same folder. ``RAGSWEEP_LLAMA_CMAKE_ARGS`` replaces
+  these flags (a native or CUDA/Metal build);
 * always builds with ``--no-cache-dir`` (pip's cache never supplies the wheel);
 * keeps the wheel it built under a directory named by a hash of (version, flags, compiler,
   platform), so a later setup reuses it only when every one of those is the same;
@@ -13,7 +19,8 @@ where it dies with SIGILL/SIGSEGV. This script therefore:
 
 Standard library only: it runs before ragsweep is installed. Usage:
 
-    python scripts/build_llama_cpp.py            # portable (AVX2) build, the default
+    python scripts/build_llama_cpp.py               # every CPU variant, the default
+    python scripts/build_llama_cpp.py --wheel-only  # build (or find) the wheel, print its path
     RAGSWEEP_LLAMA_CMAKE_ARGS="-DGGML_NATIVE=ON" python scripts/build_llama_cpp.py   # this CPU only
     RAGSWEEP_LLAMA_CMAKE_ARGS="-DGGML_CUDA=on" python scripts/build_llama_cpp.py      # NVIDIA GPU
 """
@@ -31,11 +38,20 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# Every flag a build machine could otherwise turn on by itself is set explicitly.
-PORTABLE_CMAKE_ARGS = (
-    "-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=OFF "
-    "-DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF "
-    "-DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+# Every flag a build machine could otherwise turn on by itself is set explicitly. The CPU
+# backends are loadable modules, one per x86-64 level; they, llama-server and the libraries they
+# link are installed into llama_cpp/lib (RPATH $ORIGIN), where the loader and llama-server look.
+# No web UI (it would be downloaded), no HTTPS (loopback only); libmtmd comes from llama.cpp's
+# tools (LLAVA_BUILD=OFF: llama-cpp-python would add the same folder a second time).
+# The sapphirerapids (AMX) variant built by GCC 12 (Debian 12's compiler) dies with SIGILL on its
+# first tile instruction, so cpu_backend skips it (SKIPPED). Not tried yet: -DCMAKE_CXX_FLAGS=-fno-dse
+# (GCC appears to drop the stores that fill the tile configuration before _tile_loadconfig).
+DISPATCH_CMAKE_ARGS = (
+    "-DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON "
+    "-DCMAKE_INSTALL_BINDIR=llama_cpp/lib -DCMAKE_INSTALL_LIBDIR=llama_cpp/lib "
+    "-DCMAKE_INSTALL_RPATH=$ORIGIN "
+    "-DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_TOOLS_INSTALL=ON "
+    "-DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAVA_BUILD=OFF"
 )
 
 
@@ -68,10 +84,14 @@ def pip(*args: str, env: dict | None = None) -> None:
     subprocess.run(cmd, check=True, env=env)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    unknown = [a for a in argv if a != "--wheel-only"]
+    if unknown:
+        sys.exit(f"build_llama_cpp: unknown argument(s) {unknown}; the only option is --wheel-only")
     version = llama_requirement()
-    cmake_args = os.environ.get("RAGSWEEP_LLAMA_CMAKE_ARGS", "").strip() or PORTABLE_CMAKE_ARGS
-    portable = cmake_args == PORTABLE_CMAKE_ARGS
+    cmake_args = os.environ.get("RAGSWEEP_LLAMA_CMAKE_ARGS", "").strip() or DISPATCH_CMAKE_ARGS
+    portable = cmake_args == DISPATCH_CMAKE_ARGS
     key = build_key(version, cmake_args)
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ragsweep" / "wheels"
     wheel_dir = cache / f"llama-cpp-python-{version}-{key}"
@@ -80,7 +100,7 @@ def main() -> int:
         print(f"build_llama_cpp: reusing {wheels[0]} (same version, flags, compiler: key {key})")
     else:
         print(f"build_llama_cpp: compiling llama-cpp-python {version} "
-              f"({'portable AVX2' if portable else 'custom flags'}): several minutes on 2 cores\n"
+              f"({'every x86-64 CPU variant' if portable else 'custom flags'}): about 13 minutes on 2 idle cores, longer beside other work\n"
               f"  CMAKE_ARGS={cmake_args}", flush=True)
         with tempfile.TemporaryDirectory(dir=cache.parent if cache.parent.exists() else None) as tmp:
             env = dict(os.environ, CMAKE_ARGS=cmake_args, FORCE_CMAKE="1")
@@ -94,11 +114,15 @@ def main() -> int:
             shutil.move(str(built[0]), wheel_dir / built[0].name)
         wheels = sorted(wheel_dir.glob("llama_cpp_python-*.whl"))
     wheel = wheels[0]
+    if "--wheel-only" in argv:
+        print(wheel)
+        return 0
     # --force-reinstall --no-deps: replace whatever llama-cpp-python is installed (perhaps a wheel
     # from pip's cache built elsewhere); then its [server] dependencies the ordinary way.
     pip("install", "--no-cache-dir", "--force-reinstall", "--no-deps", str(wheel))
     pip("install", f"{wheel}[server]")
-    record = {"version": version, "cmake_args": cmake_args, "portable": portable, "key": key,
+    record = {"version": version, "cmake_args": cmake_args, "portable": portable,
+              "cpu_dispatch": "GGML_CPU_ALL_VARIANTS=ON" in cmake_args, "key": key,
               "wheel": str(wheel), "compiler": compiler_id()}
     out = Path(sys.prefix) / "share" / "ragsweep" / "llama_build.json"
     out.parent.mkdir(parents=True, exist_ok=True)

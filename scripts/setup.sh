@@ -2,8 +2,9 @@
 # One command sets up everything the default run and the tests need, CPU only, offline models:
 #   bash scripts/setup.sh
 # Into the active virtualenv (or conda env); without one, into ./.venv (created here).
-# llama-cpp-python is compiled by scripts/build_llama_cpp.py for any x86-64 CPU with AVX2 (never
-# from pip's cache); RAGSWEEP_LLAMA_CMAKE_ARGS opts into other flags (see docs/index.md, "Set up").
+# llama-cpp-python is compiled by scripts/build_llama_cpp.py with llama.cpp's CPU code once per
+# x86-64 level, the best loaded at run time (never from pip's cache); RAGSWEEP_LLAMA_CMAKE_ARGS opts
+# into other flags (see docs/cpu_speed.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,7 +19,8 @@ python -m pip install --upgrade pip
 # (~2.4 GiB); RAGSWEEP_TORCH_INDEX=https://download.pytorch.org/whl/cpu installs the CPU wheel instead
 # (.../whl/cu128, the CUDA 12.8 build, works for dense retrieval but not with vLLM 0.32: libcudart.so.13)
 python -m pip install "torch==2.13.0" ${RAGSWEEP_TORCH_INDEX:+--index-url "$RAGSWEEP_TORCH_INDEX"}
-# llama.cpp for any x86-64 CPU with AVX2, keyed by its build flags, never a foreign cached wheel
+# llama.cpp for any x86-64 CPU (AVX2, AVX-512, AMX code chosen at run time), keyed by its build
+# flags, never a foreign cached wheel
 python scripts/build_llama_cpp.py
 # everything else (llama-cpp-python is already satisfied, so pip does not build it again), with the
 # tests' packages and the docs site's (mkdocs build --strict, as CI runs it after the tests)

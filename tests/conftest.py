@@ -13,6 +13,8 @@ os.environ.setdefault("RAGSWEEP_MLFLOW_TRACES", "sync")  # traces written in the
 # the llama.cpp model's F16 conversion (keyed by the source's sha256 + format), made once for every
 # test's cache directory instead of once per test
 os.environ.setdefault("RAGSWEEP_GGUF_DIR", str(Path(tempfile.gettempdir()) / f"ragsweep-tests-gguf-{os.getuid()}"))
+# model_format auto's measured choice (per machine and llama.cpp build), made once for the test runs
+os.environ.setdefault("RAGSWEEP_FORMAT_CHOICE_DIR", str(Path(tempfile.gettempdir()) / f"ragsweep-tests-formats-{os.getuid()}"))
 
 # pytest puts this folder (tests/) on sys.path when it loads this file, so every test file, in any
 # subfolder, imports the shared paths and helpers from tests/support/ and the fake servers from here

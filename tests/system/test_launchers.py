@@ -85,7 +85,8 @@ def parents_and_children(runs):
 
 
 def llama_server_pids(port: int | None = None) -> list[int]:
-    """Live ``llama_cpp.server`` processes (on ``port`` when given)."""
+    """Live llama.cpp server processes, ``llama_cpp.server`` or llama.cpp's own ``llama-server``
+    (on ``port`` when given)."""
     found = []
     for d in os.listdir("/proc"):
         if not d.isdigit():
@@ -95,7 +96,7 @@ def llama_server_pids(port: int | None = None) -> list[int]:
         except OSError:
             continue
         argv = [a.decode("utf-8", "replace") for a in argv if a]
-        if "llama_cpp.server" not in argv:
+        if "llama_cpp.server" not in argv and not (argv and argv[0].endswith("/llama-server")):
             continue
         if port is not None and not any(a == str(port) and b == "--port" for b, a in zip(argv, argv[1:])):
             continue
@@ -173,7 +174,9 @@ def check_one_shared_server(tmp_path: Path, sweep_dir: Path, launcher_pid: int, 
     assert all(names) and {int(m.group(1)) for m in names} == {launcher_pid}, [p.name for p in logs]
     assert sorted(int(m.group(2)) for m in names) == ports, [p.name for p in logs]
     # every generation of every job went to those processes
-    assert sum(p.read_text(errors="replace").count("POST /v1/chat/completions") for p in logs) == n_requests
+    # one line per request answered: llama_cpp.server's access log, or llama-server's slot taking a task
+    assert sum(p.read_text(errors="replace").count("POST /v1/chat/completions")
+               + p.read_text(errors="replace").count("launch_slot_") for p in logs) == n_requests
     assert not pid_alive(pid), f"the sweep's server pid {pid} is still running"
     assert all(llama_server_pids(port) == [] for port in ports)
     assert registry_entries(tmp_path / "state") == []

@@ -150,9 +150,11 @@ def test_llamacpp_missing_model_file_names_the_path(state, tmp_path):
 
 
 def test_llamacpp_command_line():
-    srv = LlamaCppServer(n_ctx=4096, n_threads=2, n_threads_batch=2, extra_args=["--verbose", "False"], model_format="source")
+    srv = LlamaCppServer(n_ctx=4096, n_threads=2, n_threads_batch=2, extra_args=["--verbose", "False"], model_format="source",
+                         engine="llama-cpp-python")  # llama-server's command line: tests/unit/rag/generator/servers/
     argv = srv.command(9000)
-    assert argv[:3] == [sys.executable, "-m", "llama_cpp.server"]
+    # llama.cpp's CPU backend for this CPU is loaded first, then llama_cpp.server runs
+    assert argv[:4] == [sys.executable, "-m", "ragsweep.rag.generator.servers.cpu_backend", "llama_cpp.server"]
     assert argv[argv.index("--model") + 1].endswith("SmolLM2-135M-Instruct.Q4_1.gguf")
     for flag, value in [("--host", "127.0.0.1"), ("--port", "9000"), ("--n_ctx", "4096"),
                         ("--n_threads", "2"), ("--n_threads_batch", "2"), ("--model_alias", "smollm2"),
@@ -207,6 +209,7 @@ class CrashingLlamaCpp(LlamaCppServer):
     """A LlamaCppServer (its crash diagnosis) whose process is the crasher script above."""
 
     def __init__(self, script: Path, how: str, when: str, **kw):
+        kw.setdefault("engine", "llama-cpp-python")  # the script plays llama-cpp-python's server
         super().__init__(**kw)
         self.script, self.how, self.when = script, how, when
 
@@ -421,7 +424,7 @@ def test_llama_threads_one_process_per_core_or_prompt_on_all_decode_on_half(monk
     assert (LlamaCppServer().replicas, LlamaCppServer().n_threads, LlamaCppServer().n_threads_batch) == (4, 4, 4)
     one = LlamaCppServer(replicas=1)  # a single process: prompts on all the cores, decoding on half
     assert (one.n_threads, one.n_threads_batch) == (8, 16)
-    argv = LlamaCppServer(model_format="source", replicas=1).command(9000)
+    argv = LlamaCppServer(model_format="source", replicas=1, engine="llama-cpp-python").command(9000)
     assert argv[argv.index("--n_threads_batch") + 1] == "16"
     assert LlamaCppServer(n_threads=3).n_threads == 3  # an explicit setting wins
     assert LlamaCppServer(n_threads_batch=1).n_threads_batch == 1
@@ -455,7 +458,12 @@ def test_usable_cpus_reads_the_containers_cpu_quota(tmp_path):
 
 
 class FakeLlamaCpp(LlamaCppServer):
-    """A LlamaCppServer whose processes are the fake OpenAI server (no model needed)."""
+    """A LlamaCppServer whose processes are the fake OpenAI server (no model needed), in the place
+    of llama-cpp-python's server: one request at a time per process."""
+
+    def __init__(self, **kw):
+        kw.setdefault("engine", "llama-cpp-python")
+        super().__init__(**kw)
 
     def preflight(self) -> None:
         pass

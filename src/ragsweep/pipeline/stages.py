@@ -156,16 +156,26 @@ def serving(job: Job) -> Iterator[None]:
     artifacts (``server/``). A sweep's shared server is the sweep's to start and stop; a dry run
     starts none (its prompts need the model's context window and tokenizer, not the server)."""
     if not job.own_server or job.dry_run:
+        if not job.own_server and not job.dry_run:
+            _log_served(job)  # the sweep's shared server: what answered is this run's too
         yield
         return
     try:
         with job.timer("server_start"):
             job.server.start()
+        _log_served(job)
         yield
     finally:
         job.server.stop()
         for path in [p for p in getattr(job.server, "log_paths", ()) if Path(p).is_file()]:
             job.tracker.log_file(path, "server")  # each server process's own log, beside the records
+
+
+def _log_served(job: Job) -> None:
+    """What answers, as the run's ``served/*`` params (llama.cpp: the weight format, the CPU
+    variant, the engine, processes and slots): answers differ between them."""
+    served = getattr(job.server, "served", None) or {}
+    job.tracker.log_params({f"served/{k}": v for k, v in served.items()})
 
 
 def prompts(job: Job, dataset: Dataset, retrieval: Retrieval) -> Prompts:

@@ -114,6 +114,7 @@ class AttachedServer:
         self.base_url = info["base_url"]
         self.base_urls = list(info.get("base_urls") or [self.base_url])  # llama.cpp: one per server process
         self.replicas = len(self.base_urls)
+        self.slots = int(info.get("slots") or 1)  # llama-server: requests each process answers at once
         self.model_name = info["model_name"]
         self.context_window = info.get("context_window")
         self.kind = info.get("kind")
@@ -121,6 +122,7 @@ class AttachedServer:
         self.resolved_model_path = info.get("model_path")
         self.model = info.get("model")
         self.spec = info.get("spec")
+        self.served = info.get("served")
         self.cache_identity = info.get("cache_identity") or self.model_name
         self.structured_mode = info.get("structured_mode", "json_schema")
         env = info.get("api_key_env")  # the key the sweep's server requires, from the job's environment
@@ -262,6 +264,8 @@ class SweepCallback(Callback):
             "kind": getattr(s, "kind", None),
             "model_path": str(getattr(s, "resolved_model_path", "") or getattr(s, "model_path", "") or "") or None,
             "model": getattr(s, "model", None),
+            "served": _plain(getattr(s, "served", None)),  # what answers (llama.cpp: format, CPU variant)
+            "slots": getattr(s, "slots", 1),
             "pid": getattr(s, "pid", None),
             "host": socket.gethostname(),  # jobs on other nodes cannot reach its loopback address
             "api_key_env": getattr(s, "api_key_env", None),  # the variable's name (vLLM: VLLM_API_KEY), never the key

@@ -313,7 +313,15 @@ def test_real_llamacpp_judge(tmp_path):
         assert not server.running
         if failed == 0:
             assert m2["judge/requests"] == 0 and m2["judge/checks"] == 0
-        assert m2["judge/cache_hits"] > 0 and m2["judge/extractions"] <= m["judge/extraction_failures"]
+        assert m2["judge/extractions"] <= m["judge/extraction_failures"]
+        # what parsed is read back from the cache; an answer that did not parse is never cached, so
+        # when none parsed (the 135M model's output depends on the weight format auto chose) every
+        # request is asked again
+        parsed = m["judge/requests"] - m["judge/parse_failures"] - m["judge/failures"]
+        if parsed > 0:
+            assert m2["judge/cache_hits"] > 0
+        else:
+            assert m2["judge/cache_hits"] == 0 and m2["judge/requests"] == m["judge/requests"]
     finally:
         server.stop()
 

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,21 +26,25 @@ def test_a_build_for_another_cpu_is_named_feature_by_feature():
     assert doctor.unsupported(doctor.PORTABLE, flags) == []
 
 
-def test_installed_llama_cpp_is_the_portable_build():
-    """CI and the README's setup install llama-cpp-python through scripts/build_llama_cpp.py:
-    compiled for AVX2 and nothing a build machine merely advertises (AVX-512, AMX)."""
+def test_installed_llama_cpp_is_the_dispatch_build():
+    """CI and the README's setup install llama-cpp-python through scripts/build_llama_cpp.py: one
+    CPU backend per x86-64 level (AVX2 up to AMX), and the one loaded runs on this CPU (the choice
+    itself and the forced AVX2 backend: tests/system/test_cpu_dispatch.py)."""
     from ragsweep.rag.generator.servers.llamacpp import build_record_path
+    from ragsweep.rag.generator.servers import cpu_backend
 
     record = build_record_path()
     assert record.is_file(), f"llama-cpp-python was not installed by scripts/build_llama_cpp.py (no {record})"
     built = json.loads(record.read_text())
     if not built["portable"]:
         pytest.skip(f"this environment opted into a custom llama.cpp build: {built['cmake_args']}")
+    assert built.get("cpu_dispatch"), f"an older build without per-CPU variants ({record}): python scripts/build_llama_cpp.py"
+    assert {"x64", "haswell", "skylakex", "sapphirerapids"} <= set(cpu_backend.available())
     info, error = doctor.llama_system_info()
     assert info is not None, error
     features = doctor.compiled_features(info)
-    assert {"AVX", "AVX2", "FMA", "F16C"} <= features, info
-    assert features <= doctor.PORTABLE, f"compiled beyond AVX2: {sorted(features - doctor.PORTABLE)} ({info})"
+    assert {"AVX", "AVX2", "FMA", "F16C"} <= features or "avx2" not in doctor.cpu_flags(), info
+    assert doctor.unsupported(features, doctor.cpu_flags()) == [], info
 
 
 def run_doctor(tmp_path, *args, timeout=120):
@@ -65,8 +70,9 @@ def test_doctor_passes_on_a_working_install(tmp_path):
     proc = run_doctor(tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
-    assert any(line.startswith("✓ llama.cpp build runs on this CPU") for line in lines), proc.stdout
-    assert any(line.startswith("✓ llama.cpp serves SmolLM2-135M as F16") for line in lines), proc.stdout
+    assert any(line.startswith("✓ llama.cpp build runs on this CPU: CPU backend ") for line in lines), proc.stdout
+    assert any(re.match(r"✓ llama.cpp serves SmolLM2-135M(-Instruct.Q4_1.gguf)? as .*the fastest here", line)
+               for line in lines), proc.stdout
     assert any(line.startswith("✓ llama.cpp server") and "16-token generation" in line for line in lines), proc.stdout
     assert any(line.startswith("✓ MLflow store sqlite:///mlruns/mlflow.db writable") for line in lines), proc.stdout
     assert any(line.startswith("ℹ model hub not contacted") for line in lines), proc.stdout
@@ -90,13 +96,21 @@ def test_doctor_line_for_the_served_weight_format(tmp_path, monkeypatch):
         Path(dst).write_bytes(b"GGUF" + fmt.encode())
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
+    from ragsweep.rag.generator.servers import format_choice
+
     monkeypatch.delenv("RAGSWEEP_GGUF_DIR", raising=False)
     monkeypatch.setattr(gguf_format.subprocess, "run", quantize)
+    monkeypatch.setattr(format_choice, "choose", lambda source, cache_dir=None: "f16")  # this machine measured F16 fastest
     first = doctor.check_model_format(str(tmp_path / "cache"))[0]
-    assert first.ok is True and first.what.startswith("llama.cpp serves SmolLM2-135M as F16 (converted now in ")
-    assert str(tmp_path / "cache" / "gguf") in first.what
+    assert first.ok is True and first.what.startswith("llama.cpp serves SmolLM2-135M as F16 (the fastest here "
+                                                      "(model_format auto, measured once in "), first.what
+    assert "converted now in " in first.what and str(tmp_path / "cache" / "gguf") in first.what
     second = doctor.check_model_format(str(tmp_path / "cache"))[0]
-    assert second.ok is True and "(cached conversion, llama.cpp's quantize API)" in second.what
+    assert second.ok is True and "cached conversion, llama.cpp's quantize API)" in second.what
+    monkeypatch.setattr(format_choice, "choose", lambda source, cache_dir=None: "source")
+    packaged = doctor.check_model_format(str(tmp_path / "cache"))[0]
+    assert packaged.ok is True and "serves SmolLM2-135M-Instruct.Q4_1.gguf as it is (the fastest here" in packaged.what
+    monkeypatch.setattr(format_choice, "choose", lambda source, cache_dir=None: "f16")
     monkeypatch.setattr(gguf_format.subprocess, "run", lambda cmd, **kw: subprocess.CompletedProcess(cmd, 1, "", "boom"))
     bad = doctor.check_model_format(str(tmp_path / "other"))[0]
     assert bad.ok is False and "converting SmolLM2-135M-Instruct.Q4_1.gguf to f16 failed" in bad.what

@@ -306,10 +306,12 @@ def test_llamacpp_client_gets_one_request_in_flight_per_server_process():
     class Started(LlamaCppServer):  # as if started: the replicas' endpoints known
         base_urls = ["http://127.0.0.1:1/v1", "http://127.0.0.1:2/v1", "http://127.0.0.1:3/v1"]
 
-    srv = Started(replicas=3)
+    # llama-cpp-python's server answers one request at a time (llama-server's slots:
+    # tests/unit/rag/generator/servers/test_llama_server.py)
+    srv = Started(replicas=3, engine="llama-cpp-python")
     assert client_setting("concurrency", None, srv) == 3
     assert client_setting("concurrency", 1, srv) == 1  # a configured number wins
-    assert client_setting("concurrency", None, LlamaCppServer(replicas=1)) == 1
+    assert client_setting("concurrency", None, LlamaCppServer(replicas=1, engine="llama-cpp-python")) == 1
 
 
 def test_identical_requests_in_a_batch_call_once():
@@ -427,8 +429,15 @@ def test_yaml_configs_validate_and_instantiate(compose_cfg, name, cls, monkeypat
     d = server.describe()
     assert d["backend"] == server.kind and "sk-test-secret" not in repr(d) + repr(server)
     if name == "llamacpp":
+        from ragsweep.rag.generator.servers import format_choice
+
+        monkeypatch.setattr(format_choice, "choose", lambda source, cache_dir=None: "source")  # no measuring here
         assert gen.max_tokens == 128 and server.model_name == "smollm2" and server.n_ctx == 8192
-        assert server.command(1234)[1:3] == ["-m", "llama_cpp.server"]
+        argv = server.command(1234)
+        if server.engine == "llama-server":  # llama.cpp's own server, built beside llama-cpp-python
+            assert argv[0].endswith("/llama-server") and argv[argv.index("--parallel") + 1] == str(server.parallel)
+        else:
+            assert argv[1:4] == ["-m", "ragsweep.rag.generator.servers.cpu_backend", "llama_cpp.server"]
     if name == "vllm":
         assert server.model_name == "Qwen/Qwen2.5-7B-Instruct"
 

@@ -90,17 +90,36 @@ def test_default_config_serves_f16_from_the_runs_cache_dir(compose_cfg):
     assert cfg.generator.server.cache_dir == "/somewhere/cache"
 
 
-def test_auto_converts_the_bundled_model_only(tmp_path, fake_quantize):
-    """``auto`` (the default): F16 for the bundled SmolLM2; a user's own file (perhaps a 7B Q4,
-    which F16 would make 4x larger) is served as it is unless a format is asked for."""
+def test_auto_converts_the_bundled_model_only(tmp_path, fake_quantize, monkeypatch):
+    """``auto`` (the default): the bundled SmolLM2 in the format this machine measured fastest
+    (format_choice, tested in tests/unit/rag/test_format_choice.py); a user's own file (perhaps a
+    7B Q4, which F16 would make 4x larger) is served as it is unless a format is asked for."""
+    from ragsweep.rag.generator.servers import format_choice
+
+    asked = []
+    monkeypatch.setattr(format_choice, "choose", lambda source, cache_dir=None: asked.append(source.name) or "q8_0")
     own = tmp_path / "own.gguf"
     own.write_bytes(b"w")
-    assert LlamaCppServer().effective_format() == "f16"
-    assert LlamaCppServer().cache_identity["model_format"] == "f16"
+    assert LlamaCppServer().effective_format() == "q8_0"
+    assert LlamaCppServer().cache_identity["model_format"] == "q8_0"
+    assert asked == ["SmolLM2-135M-Instruct.Q4_1.gguf"] * 2
     srv = LlamaCppServer(model_path=str(own), cache_dir=str(tmp_path / "cache"))
     assert srv.effective_format() == "source" and srv.served_model() == own
-    assert fake_quantize == []
+    assert fake_quantize == [] and len(asked) == 2
     assert LlamaCppServer(model_path=str(own), model_format="f16").effective_format() == "f16"
+    assert LlamaCppServer(model_format="bf16").effective_format() == "bf16" and len(asked) == 2  # explicit wins
+
+
+def test_auto_falls_back_to_f16_with_a_warning_when_measuring_fails(monkeypatch, caplog):
+    from ragsweep.rag.generator.servers import format_choice
+
+    def broken(source, cache_dir=None):
+        raise RuntimeError("timing the weight formats failed (exit 1): boom")
+
+    monkeypatch.setattr(format_choice, "choose", broken)
+    with caplog.at_level(logging.WARNING, logger="ragsweep.generator.servers.llamacpp"):
+        assert LlamaCppServer().effective_format() == "f16"
+    assert "measuring the weight formats failed" in caplog.text and "generator.server.model_format" in caplog.text
 
 
 @pytest.mark.slow

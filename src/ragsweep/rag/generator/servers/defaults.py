@@ -5,7 +5,9 @@
 selected (``generator=vllm``, ``server@generator.server=vllm``, ``server@evaluator.judge.server=vllm``).
 vLLM's continuous batching is what makes it fast, so it gets 32 requests in flight; llama-cpp-python's
 server answers one request at a time (a second one waiting beside it halves its decoding speed),
-so it gets one request in flight per server process (``replicas``, which the client spreads them over).
+so it gets one request in flight per server process (``replicas``, which the client spreads them over);
+llama.cpp's own llama-server (``engine``) decodes ``slots`` requests together in each process, so
+it gets ``replicas x slots``.
 A number set in the config always wins.
 """
 
@@ -28,8 +30,10 @@ def client_defaults(server: Any) -> dict[str, Any]:
     llama.cpp: one request in flight per server process (``generator.server.replicas``)."""
     kind = str(getattr(server, "kind", "") or "")
     out = dict(CLIENT_DEFAULTS.get(kind, FALLBACK))
-    if kind == "llamacpp":
-        out["concurrency"] *= max(1, int(getattr(server, "replicas", None) or 1))
+    if kind == "llamacpp":  # each process answers `slots` requests at once (llama-server; else 1)
+        slots = max(1, int(getattr(server, "slots", None) or 1))
+        out["concurrency"] *= max(1, int(getattr(server, "replicas", None) or 1)) * slots
+        out["timeout_s"] *= slots  # a request shares its process with slots - 1 others: up to that much slower
     return out
 
 

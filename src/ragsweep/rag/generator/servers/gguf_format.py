@@ -2,9 +2,10 @@
 (``llama_model_quantize``), cached under the cache directory, keyed by the source file's hash and
 the target format.
 
-Why: the packaged SmolLM2 file is Q4_1, and llama.cpp's CPU backend has no fast matrix-multiply
-path for Q4_1 prompts; F16, Q8_0 and Q4_0 have one. Prompt processing is 85-90% of a RAG run's
-generation time, so the format alone is worth about 2x (docs/cpu_speed.md).
+Why: which format llama.cpp reads fastest depends on the CPU (docs/cpu_speed.md): on an
+AVX2 CPU the packaged SmolLM2 file's Q4_1 has no fast prompt path and F16 reads prompts ~1.7x
+faster; with AVX-512/AMX the 8- and 4-bit formats have their own kernels. ``auto`` therefore
+measures the candidates once per machine (``ragsweep.rag.generator.servers.format_choice``).
 
     converted_model(Path("SmolLM2-135M-Instruct.Q4_1.gguf"), "f16", Path(".ragsweep_cache"))
     -> .ragsweep_cache/gguf/SmolLM2-135M-Instruct.Q4_1-<sha256[:16]>.f16.gguf
@@ -31,11 +32,12 @@ from ragsweep.errors import ConfigError
 log = logging.getLogger(__name__)
 
 #: what ``generator.server.model_format`` accepts -> llama.cpp's ``LLAMA_FTYPE_MOSTLY_*`` value
-#: (``source``: serve the file as it is, no conversion; ``auto``: ``AUTO_FORMAT`` for the bundled
-#: SmolLM2, ``source`` for a model file of the user's, which may be large: F16 is 4x a Q4 file)
-FORMATS: dict[str, int | None] = {"auto": None, "source": None, "f16": 1, "q8_0": 7, "q4_0": 2, "q4_1": 3}
+#: (``source``: serve the file as it is, no conversion; ``auto``: for the bundled SmolLM2 the format
+#: this machine runs fastest, measured once (``format_choice``); a model file of the user's as it
+#: is, since it may be large: F16 is 4x a Q4 file)
+FORMATS: dict[str, int | None] = {"auto": None, "source": None, "f16": 1, "q8_0": 7, "q4_0": 2, "q4_1": 3, "bf16": 32}
 DEFAULT_FORMAT = "auto"
-AUTO_FORMAT = "f16"
+AUTO_FORMAT = "f16"  # what auto serves when measuring fails (logged; measured again next time)
 FIELD = "generator.server.model_format"
 
 
@@ -50,7 +52,8 @@ def check_format(fmt: str | None) -> str:
         raise ModelFormatError(
             f"{FIELD}={fmt!r} is not a weight format ragsweep converts to; use one of "
             f"{', '.join(FORMATS)} (e.g. {FIELD}={AUTO_FORMAT}; 'source' serves the file as it is, 'auto' "
-            f"converts the bundled SmolLM2 to {AUTO_FORMAT} and serves other files as they are)"
+            f"serves the bundled SmolLM2 in the format this machine runs fastest, measured once, and other "
+            f"files as they are)"
         )
     return name
 

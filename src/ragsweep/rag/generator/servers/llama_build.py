@@ -39,6 +39,10 @@ def build_record_note() -> str:
                 f"(no {record}), so it may well be such a wheel")
     except (OSError, ValueError):
         return f"The build record {record} is unreadable"
+    if info.get("cpu_dispatch"):
+        return (f"This environment's llama-cpp-python {info.get('version', '?')} was built by {BUILD_SCRIPT} "
+                f"with one CPU backend per x86-64 level, the one loaded chosen for this CPU (or forced by "
+                f"RAGSWEEP_LLAMA_CPU_VARIANT: unset it to rule that out); look for the cause in the log below")
     if info.get("portable"):
         return (f"This environment's llama-cpp-python {info.get('version', '?')} was built portably "
                 f"(AVX2, no AVX-512/AMX) by {BUILD_SCRIPT}: unless this CPU lacks AVX2 (grep avx2 "

