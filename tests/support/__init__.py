@@ -15,3 +15,10 @@ SRC = ROOT / "src"
 CONF = SRC / "ragsweep" / "conf"
 FIXTURES = TESTS / "fixtures"
 FAKE_OPENAI_SERVER = TESTS / "fake_openai_server.py"
+
+
+def answered_requests(log_text: str) -> int:
+    """Chat completions a ragsweep-started llama.cpp server's log shows answered: llama-cpp-python's
+    server writes an access-log line per request, llama.cpp's llama-server (no access log) a timing
+    line per finished task."""
+    return log_text.count("POST /v1/chat/completions") + log_text.count("prompt eval time =")

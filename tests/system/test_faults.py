@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 
+from support import answered_requests  # noqa: E402
 from support.processes import wait_gone  # noqa: E402
 from fake_openai_server import (  # noqa: E402
     Action,
@@ -508,7 +509,7 @@ def wait_for_generation(proc: subprocess.Popen, state: Path, timeout: float = 15
         found = registered_servers(state)
         if found and entry is None:
             entry = json.loads(found[0].read_text())
-        if entry and "POST /v1/chat/completions" in Path(entry["log_path"]).read_text(errors="replace"):
+        if entry and answered_requests(Path(entry["log_path"]).read_text(errors="replace")):
             return entry
         time.sleep(0.1)
     out, err = proc.communicate(timeout=30) if proc.poll() is not None else ("", "")

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from support import SRC
+from support import SRC, answered_requests
 from support.processes import descendants
 from support.ray_cluster import local_cluster
 from ragsweep.rag.generator.server import LlamaCppServer, pid_alive
@@ -174,9 +174,7 @@ def check_one_shared_server(tmp_path: Path, sweep_dir: Path, launcher_pid: int, 
     assert all(names) and {int(m.group(1)) for m in names} == {launcher_pid}, [p.name for p in logs]
     assert sorted(int(m.group(2)) for m in names) == ports, [p.name for p in logs]
     # every generation of every job went to those processes
-    # one line per request answered: llama_cpp.server's access log, or llama-server's slot taking a task
-    assert sum(p.read_text(errors="replace").count("POST /v1/chat/completions")
-               + p.read_text(errors="replace").count("launch_slot_") for p in logs) == n_requests
+    assert sum(answered_requests(p.read_text(errors="replace")) for p in logs) == n_requests
     assert not pid_alive(pid), f"the sweep's server pid {pid} is still running"
     assert all(llama_server_pids(port) == [] for port in ports)
     assert registry_entries(tmp_path / "state") == []

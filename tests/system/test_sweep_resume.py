@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from ragsweep.rag.generator.server import LlamaCppServer, pid_alive
+from support import answered_requests
 from test_launchers import (  # the tests folder is on sys.path (pytest's default import mode)
     llama_server_pids,
     mlflow_runs,
@@ -35,7 +36,7 @@ def _key(run) -> str:
 def _server_requests(state_dir, owner_pid: int) -> int:
     """Generation requests answered by the servers that ``owner_pid`` started (their logs)."""
     logs = (state_dir / "servers" / "logs").glob(f"llamacpp-*-{owner_pid}-*.log")
-    return sum(p.read_text(errors="replace").count("POST /v1/chat/completions") for p in logs)
+    return sum(answered_requests(p.read_text(errors="replace")) for p in logs)
 
 
 def _run_to_end(cmd, tmp_path, env, timeout=400):

@@ -40,7 +40,7 @@ class Server:
 
 
 def job(server, own):
-    return SimpleNamespace(own_server=own, server=server, tracker=Tracker(),
+    return SimpleNamespace(own_server=own, dry_run=False, server=server, tracker=Tracker(),
                            timer=lambda name: __import__("contextlib").nullcontext())
 
 

@@ -236,9 +236,12 @@ def binary_dir() -> Path | None:
     out = base / "ragsweep" / "llama-bin" / f"{tag}-{variant}"
     if (out / ".done").is_file():
         return out
-    tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    import tempfile
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # a folder of its own for each caller: jobs may make it at once, in processes or in threads of
+    # one process (a Ray worker runs several jobs)
+    tmp = Path(tempfile.mkdtemp(prefix=f"{out.name}.", suffix=".tmp", dir=out.parent))
     for f in directory.iterdir():
         if f.name.startswith(_PREFIX) and f.name != f"{_PREFIX}{variant}{_SUFFIX}":
             continue

@@ -108,3 +108,39 @@ def test_variant_named_in_a_server_log(tmp_path):
 def test_cpu_flags_from_cpuinfo():
     text = "processor\t: 0\nmodel name\t: X\nflags\t\t: fpu avx2 amx_int8\n\nprocessor\t: 1\nflags\t\t: fpu\n"
     assert cpu_backend.cpu_flags(text) == {"fpu", "avx2", "amx_int8"}
+
+
+def test_the_forced_variants_program_folder_is_made_once_by_jobs_racing_in_threads(tmp_path, monkeypatch):
+    """Several jobs of one process (a Ray worker runs them in threads) ask for the folder from which
+    llama-server loads a forced variant at once: each gets the same finished folder, none fails."""
+    import threading
+
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    for name in ("libllama.so", "libggml-base.so", "libggml-cpu-haswell.so", "libggml-cpu-zen4.so"):
+        (lib / name).write_bytes(b"\x7fELF")
+    (lib / "llama-server").write_bytes(b"#!/bin/sh\n")
+    (lib / "llama-server").chmod(0o755)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(cpu_backend, "lib_dir", lambda: lib)
+    monkeypatch.setattr(cpu_backend, "planned_variant", lambda: "haswell")
+    monkeypatch.setattr(cpu_backend, "best_variant", lambda flags, available: "zen4")
+    got, errors = [], []
+
+    def ask():
+        try:
+            got.append(cpu_backend.binary_dir())
+        except Exception as exc:  # noqa: BLE001 - the failure is what the test reports
+            errors.append(exc)
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(set(got)) == 1
+    out = got[0]
+    assert (out / ".done").read_text() == "haswell\n"
+    assert sorted(p.name for p in out.iterdir()) == [".done", "libggml-base.so", "libggml-cpu-haswell.so",
+                                                    "libllama.so", "llama-server"]
+    assert not [p for p in out.parent.iterdir() if p.name.endswith(".tmp")]  # no leftovers
