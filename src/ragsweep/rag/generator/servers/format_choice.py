@@ -2,10 +2,10 @@
 chosen by measuring, once per machine.
 
 Which format is fastest depends on the CPU and on which of llama.cpp's CPU backends it loads
-(``cpu_backend``): on an AVX2 AMD EPYC F16 is fastest, on an AVX-512 Xeon Q8_0 decodes faster. So on first use the packaged Q4_1 file is converted to each
-candidate (``CANDIDATES``: the formats that keep the packaged weights' quality; Q4_0 does not)
-with llama.cpp's quantize API (~1 s each, kept in the run's conversion cache) and
-each is timed in a child process on one thread: a prompt of ``PROBE_PROMPT`` tokens, then
+(``cpu_backend``): on an AVX2 AMD EPYC F16 is fastest, on an AVX-512 Xeon Q8_0 decodes faster.
+So on first use the packaged Q4_1 file is converted to each candidate (``CANDIDATES``: the
+formats that keep the packaged weights' quality; Q4_0 does not) with llama.cpp's quantize API
+(~1 s each, kept in the run's conversion cache) and each is timed in a child process on one thread: a prompt of ``PROBE_PROMPT`` tokens, then
 ``PROBE_DECODE`` greedy tokens, ``ROUNDS`` interleaved rounds, best of each, in tokens per
 CPU-second (what one server process's core does, whatever else the machine runs). The format
 with the least CPU time for a typical question (``MIX``: the default run's 789 prompt + 83
