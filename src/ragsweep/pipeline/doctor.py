@@ -237,8 +237,11 @@ def check_model_format(cache_dir: str, fmt: str | None = None, measure: bool = T
         if not measure and format_choice.remembered(src) is None:
             return [Result(None, "model_format auto: the weight formats are not measured on this machine yet (the first "
                                  "run does it, about 20 s; --no-server skips running the model)")]
+        earlier = format_choice.remembered(src)
         fmt = LlamaCppServer(cache_dir=cache_dir).effective_format()
-        chosen = f"the fastest here (model_format auto, measured once in {time.perf_counter() - t0:.1f}s), "
+        when = (f"remembered from {earlier.get('measured_at', 'an earlier run')}" if earlier is not None
+                else f"measured now in {time.perf_counter() - t0:.1f}s")
+        chosen = f"the fastest here (model_format auto, {when}), "
         t0 = time.perf_counter()
     try:
         path, made = gguf_format.converted_model(src, fmt, Path(cache_dir))

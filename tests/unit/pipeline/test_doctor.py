@@ -101,12 +101,15 @@ def test_doctor_line_for_the_served_weight_format(tmp_path, monkeypatch):
     monkeypatch.delenv("RAGSWEEP_GGUF_DIR", raising=False)
     monkeypatch.setattr(gguf_format.subprocess, "run", quantize)
     monkeypatch.setattr(format_choice, "choose", lambda source, cache_dir=None: "f16")  # this machine measured F16 fastest
-    first = doctor.check_model_format(str(tmp_path / "cache"))[0]
+    monkeypatch.setattr(format_choice, "remembered", lambda source: None)  # measured by this check
+    first = doctor.check_model_format(str(tmp_path / "cache"), measure=True)[0]
     assert first.ok is True and first.what.startswith("llama.cpp serves SmolLM2-135M as F16 (the fastest here "
-                                                      "(model_format auto, measured once in "), first.what
+                                                      "(model_format auto, measured now in "), first.what
     assert "converted now in " in first.what and str(tmp_path / "cache" / "gguf") in first.what
+    monkeypatch.setattr(format_choice, "remembered", lambda source: {"choice": "f16", "measured_at": "2026-11-26 18:54:22"})
     second = doctor.check_model_format(str(tmp_path / "cache"))[0]
     assert second.ok is True and "cached conversion, llama.cpp's quantize API)" in second.what
+    assert "(model_format auto, remembered from 2026-11-26 18:54:22)" in second.what  # not "measured in 0.0s"
     monkeypatch.setattr(format_choice, "choose", lambda source, cache_dir=None: "source")
     packaged = doctor.check_model_format(str(tmp_path / "cache"))[0]
     assert packaged.ok is True and "serves SmolLM2-135M-Instruct.Q4_1.gguf as it is (the fastest here" in packaged.what
