@@ -13,7 +13,6 @@ import argparse
 import importlib.metadata as md
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -21,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ragsweep.rag.generator.servers.cpu_backend import cpu_flags
+from ragsweep.rag.generator.servers.cpu_backend import cpu_flags, reported_features
 from ragsweep.rag.generator.servers.llama_build import build_record_path, rebuild_command
 
 PACKAGES = (
@@ -58,7 +57,7 @@ class Result:
 def compiled_features(system_info: str) -> set[str]:
     """The CPU features a llama.cpp build was compiled with, from ``llama_print_system_info``
     (``"CPU : SSE3 = 1 | AVX = 1 | ..."``; with dynamically loaded backends, every variant's)."""
-    return {name for name, val in re.findall(r"([A-Z][A-Z0-9_]*) = (\d+)", system_info) if val == "1" and name in CPU_FLAGS}
+    return reported_features(system_info) & CPU_FLAGS.keys()
 
 
 def unsupported(features: set[str], flags: set[str]) -> list[str]:
@@ -234,10 +233,10 @@ def check_model_format(cache_dir: str, fmt: str | None = None, measure: bool = T
         from ragsweep.rag.generator.server import LlamaCppServer
         from ragsweep.rag.generator.servers import format_choice
 
-        if not measure and format_choice.remembered(src) is None:
+        earlier = format_choice.remembered(src)
+        if not measure and earlier is None:
             return [Result(None, "model_format auto: the weight formats are not measured on this machine yet (the first "
                                  "run does it, about 20 s; --no-server skips running the model)")]
-        earlier = format_choice.remembered(src)
         fmt = LlamaCppServer(cache_dir=cache_dir).effective_format()
         when = (f"remembered from {earlier.get('measured_at', 'an earlier run')}" if earlier is not None
                 else f"measured now in {time.perf_counter() - t0:.1f}s")

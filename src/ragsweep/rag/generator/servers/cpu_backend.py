@@ -168,18 +168,19 @@ def load(variant: str | None = None) -> str | None:
     import ctypes
 
     lib.ggml_backend_reg_count.restype = ctypes.c_size_t
+    flags = cpu_flags()
     if not forced:  # llama.cpp's own choice, unless that is a variant known to crash here
-        choice = best_variant(cpu_flags(), built, skip=True)
-        if choice != best_variant(cpu_flags(), built):
+        choice = best_variant(flags, built, skip=True)
+        if choice != best_variant(flags, built):
             forced = choice
     if forced:
         if forced not in built:
             raise CpuBackendError(f"{ENV}={forced!r} is not a CPU variant of this llama.cpp build; "
                                   f"use one of {', '.join(built)} (or unset it: the best for this CPU)")
-        lack = missing(forced, cpu_flags()) if forced in VARIANTS else []
+        lack = missing(forced, flags) if forced in VARIANTS else []
         if lack:
             raise CpuBackendError(f"{ENV}={forced}: this CPU lacks {', '.join(lack)}, which that variant "
-                                  f"needs; use {best_variant(cpu_flags(), built)} or a lower one, or unset it")
+                                  f"needs; use {best_variant(flags, built)} or a lower one, or unset it")
         lib.ggml_backend_load.argtypes = [ctypes.c_char_p]
         lib.ggml_backend_load.restype = ctypes.c_void_p
         if not lib.ggml_backend_load(str(directory / f"{_PREFIX}{forced}{_SUFFIX}").encode()):
