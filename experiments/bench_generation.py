@@ -90,10 +90,9 @@ def worker(spec: dict) -> dict:
 def cpu_line() -> str:
     """The CPU model, its vector flags and the llama.cpp CPU variant this build loads here."""
     sys.path.insert(0, str(ROOT / "src"))
-    from ragsweep.rag.generator.servers import cpu_backend
+    from ragsweep.rag.generator.servers import cpu_backend, format_choice
 
-    model = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                  if ln.startswith("model name")), platform.processor() or "?")
+    model = format_choice.machine()["cpu"]  # the CPU model auto's remembered choices are keyed by
     flags = cpu_backend.cpu_flags()
     vector = [f for f in ("avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16",
                           "amx_tile", "amx_int8", "amx_bf16") if f in flags]
