@@ -43,11 +43,15 @@ ROOT = Path(__file__).resolve().parent.parent
 # link are installed into llama_cpp/lib (RPATH $ORIGIN), where the loader and llama-server look.
 # No web UI (it would be downloaded), no HTTPS (loopback only); libmtmd comes from llama.cpp's
 # tools (LLAVA_BUILD=OFF: llama-cpp-python would add the same folder a second time).
-# The sapphirerapids (AMX) variant built by GCC 12 (Debian 12's compiler) dies with SIGILL on its
-# first tile instruction, so cpu_backend skips it (SKIPPED). Not tried yet: -DCMAKE_CXX_FLAGS=-fno-dse
-# (GCC appears to drop the stores that fill the tile configuration before _tile_loadconfig).
+# -fno-dse: GCC 12's _tile_loadconfig (amxtileintrin.h) tells the compiler it reads 8 bytes of the
+# 64-byte tile configuration, so GCC drops the stores that fill the rest and the AMX kernels of the
+# sapphirerapids variant die with SIGILL on their first tile instruction (ggml-org/llama.cpp#26954
+# fixes it in the source instead). Without dead-store elimination the stores stay; other code
+# loses nothing measurable (experiments/results/cpu_speed.md). cpu_backend trusts that variant only
+# in a build recorded with this flag.
 DISPATCH_CMAKE_ARGS = (
     "-DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON "
+    "-DCMAKE_C_FLAGS=-fno-dse -DCMAKE_CXX_FLAGS=-fno-dse "
     "-DCMAKE_INSTALL_BINDIR=llama_cpp/lib -DCMAKE_INSTALL_LIBDIR=llama_cpp/lib "
     "-DCMAKE_INSTALL_RPATH=$ORIGIN "
     "-DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_TOOLS_INSTALL=ON "

@@ -80,6 +80,22 @@ def test_the_forced_avx2_variant_loads_and_generates():
 
 
 @pytest.mark.slow
+def test_the_amx_variant_generates_on_a_cpu_with_amx():
+    """The sapphirerapids backend from a build that keeps its tile configuration (-fno-dse) runs
+    its AMX kernels on the packaged Q4_1 weights without SIGILL, and greedy decoding gives the
+    same tokens as the AVX-512 code (zen4) on this short prompt."""
+    built = dispatch_build()
+    if "amx_int8" not in cpu_backend.cpu_flags():
+        pytest.skip("this CPU has no AMX (amx_int8)")
+    if "sapphirerapids" in cpu_backend.skipped():
+        pytest.skip("this build was not made with -fno-dse: its AMX variant is known to crash, and is not chosen")
+    assert "sapphirerapids" in built
+    amx = probe("--generate", variant="sapphirerapids")
+    assert amx["variant"] == "sapphirerapids" and "AMX_INT8" in cpu_backend.reported_features(amx["info"])
+    assert amx["tokens"] == probe("--generate", variant="zen4")["tokens"]
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("objdump") is None, reason="needs binutils' objdump")
 def test_the_avx2_variant_holds_no_avx512_or_amx_instruction():
     """The guarantee behind 'runs on any x86-64 CPU with AVX2', checked in the machine code itself

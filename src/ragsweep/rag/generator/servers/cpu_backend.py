@@ -65,13 +65,17 @@ VARIANTS: dict[str, tuple[str, ...]] = {
     "alderlake": (*_AVX2, "AVX_VNNI"),
     "sapphirerapids": (*_AVX512, "AVX512_VBMI", "AVX512_VNNI", "AVX512_BF16", "AMX_INT8"),
 }
-#: variants never chosen by themselves (forcing one still loads it), and why. In llama-cpp-python
-#: 0.3.36's llama.cpp the AMX kernels (Q4_0/Q4_1/Q8_0 weights) die with SIGILL on their first
-#: tile instruction when built with GCC 12: the compiler drops the stores that fill the tile
-#: configuration on the stack, so ``ldtilecfg`` loads an empty one (the disassembly shows it;
-#: upstream fix proposed in ggml-org/llama.cpp#26954). The next best variant (zen4 on a Sapphire
-#: Rapids Xeon: every AVX-512 extension it has, without AMX) runs every format.
-SKIPPED = {"sapphirerapids": "its AMX kernels crash (SIGILL) in this llama.cpp (ggml-org/llama.cpp#26954)"}
+#: variants never chosen by themselves (forcing one still loads it) unless the installed build's
+#: record (``scripts/build_llama_cpp.py``) holds the flag of ``FIXED_BY`` that makes them safe.
+#: llama.cpp's AMX kernels (Q4_0/Q4_1/Q8_0 weights) die with SIGILL on their first tile
+#: instruction when GCC 12 compiles them: its ``_tile_loadconfig`` declares an 8-byte read of the
+#: 64-byte tile configuration, so the stores that fill the rest are dropped and ``ldtilecfg``
+#: loads an empty one (the disassembly shows it; ggml-org/llama.cpp#26954 fixes it in the source).
+#: Built with ``-fno-dse`` the stores stay and the variant runs; without it, the next best (zen4
+#: on a Sapphire Rapids Xeon: every AVX-512 extension it has, without AMX) runs every format.
+SKIPPED = {"sapphirerapids": "its AMX kernels crash (SIGILL) when GCC builds them without -fno-dse "
+                             "(ggml-org/llama.cpp#26954); rebuild: python scripts/build_llama_cpp.py"}
+FIXED_BY = {"sapphirerapids": "-fno-dse"}
 #: what ``llama_print_system_info`` reports of each feature (SSE4.2 shows as SSE3/SSSE3)
 _REPORTED = {"SSE42": {"SSE3", "SSSE3"}}
 _PREFIX, _SUFFIX = "libggml-cpu-", ".so"
@@ -125,11 +129,28 @@ def score(variant: str, flags: set[str]) -> int:
 
 def best_variant(flags: set[str], built: list[str] | None = None, skip: bool = False) -> str | None:
     """The variant llama.cpp's scores pick on a CPU with ``flags``, among ``built`` (default:
-    all); ``skip``: never one of ``SKIPPED`` (what :func:`load` loads)."""
+    all); ``skip``: never one of :func:`skipped` (what :func:`load` loads)."""
+    avoid = skipped() if skip else {}
     scored = [(score(v, flags), v) for v in (built if built is not None else VARIANTS)
-              if v in VARIANTS and not (skip and v in SKIPPED)]
+              if v in VARIANTS and v not in avoid]
     top = max(scored, default=(0, None))
     return top[1] if top[0] > 0 else None
+
+
+def skipped(record: dict | None = None) -> dict[str, str]:
+    """The variants of ``SKIPPED`` this install's build does not show fixed (its build record's
+    CMake flags lack the ``FIXED_BY`` flag, or it has no record), each with why."""
+    if record is None:
+        import json
+
+        from ragsweep.rag.generator.servers.llama_build import build_record_path
+
+        try:
+            record = json.loads(build_record_path().read_text())
+        except (OSError, ValueError):
+            record = {}
+    flags = str(record.get("cmake_args", "")).split()
+    return {v: why for v, why in SKIPPED.items() if not any(f.endswith(FIXED_BY[v]) for f in flags)}
 
 
 def variant_of(features: set[str]) -> str | None:
@@ -275,7 +296,7 @@ def describe(variant: str | None) -> str:
     if os.environ.get(ENV):
         how = "forced by " + ENV
     else:
-        passed = [f"not {v}: {why}" for v, why in SKIPPED.items() if v in available() and score(v, cpu_flags())]
+        passed = [f"not {v}: {why}" for v, why in skipped().items() if v in available() and score(v, cpu_flags())]
         how = "; ".join(["the best of " + ", ".join(available()), *passed])
     return f"{variant} ({', '.join(top[:3]) or 'SSE2'}; {how})"
 

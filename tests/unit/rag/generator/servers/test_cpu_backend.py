@@ -5,6 +5,8 @@ choice on this machine is checked in tests/system/test_cpu_dispatch.py."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ragsweep.rag.generator.servers import cpu_backend
@@ -41,6 +43,27 @@ def test_avx512_needs_all_five_of_its_flags():
 def test_only_built_variants_are_chosen():
     assert cpu_backend.best_variant(SAPPHIRE_RAPIDS, ["x64", "haswell", "skylakex"]) == "skylakex"
     assert cpu_backend.best_variant(AVX2_ONLY, ["skylakex", "sapphirerapids"]) is None
+
+
+def test_the_amx_variant_is_chosen_only_from_a_build_that_keeps_its_tile_configuration(tmp_path, monkeypatch):
+    """GCC 12 without -fno-dse compiles AMX kernels that die with SIGILL: such a build (or one with
+    no record of its flags) gets the next best variant; a build recorded with the flag gets AMX."""
+    from ragsweep.rag.generator.servers import llama_build
+
+    old = {"cmake_args": "-DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON"}
+    fixed = {"cmake_args": old["cmake_args"] + " -DCMAKE_C_FLAGS=-fno-dse -DCMAKE_CXX_FLAGS=-fno-dse"}
+    assert list(cpu_backend.skipped(old)) == ["sapphirerapids"] == list(cpu_backend.skipped({}))
+    assert cpu_backend.skipped(fixed) == {}
+    record = tmp_path / "llama_build.json"
+    monkeypatch.setattr(llama_build, "build_record_path", lambda: record)
+    assert cpu_backend.best_variant(SAPPHIRE_RAPIDS, ALL, skip=True) == "zen4"  # no record
+    record.write_text(json.dumps(old))
+    assert cpu_backend.best_variant(SAPPHIRE_RAPIDS, ALL, skip=True) == "zen4"
+    assert cpu_backend.best_variant(SAPPHIRE_RAPIDS, ALL) == "sapphirerapids"  # llama.cpp's own pick
+    record.write_text(json.dumps(fixed))
+    assert cpu_backend.best_variant(SAPPHIRE_RAPIDS, ALL, skip=True) == "sapphirerapids"
+    record.write_text("{not json")
+    assert cpu_backend.best_variant(SAPPHIRE_RAPIDS, ALL, skip=True) == "zen4"
 
 
 def test_variant_named_from_the_loaded_backends_features():
