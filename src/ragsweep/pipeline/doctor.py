@@ -240,7 +240,7 @@ def check_model_format(cache_dir: str, fmt: str | None = None, measure: bool = T
         fmt = LlamaCppServer(cache_dir=cache_dir).effective_format()
         when = (f"remembered from {earlier.get('measured_at', 'an earlier run')}" if earlier is not None
                 else f"measured now in {time.perf_counter() - t0:.1f}s")
-        chosen = f"the fastest here (model_format auto, {when}), "
+        chosen = f"the fastest here (model_format auto, {when})"
         t0 = time.perf_counter()
     try:
         path, made = gguf_format.converted_model(src, fmt, Path(cache_dir))
@@ -251,7 +251,7 @@ def check_model_format(cache_dir: str, fmt: str | None = None, measure: bool = T
     if path == src:
         return [Result(True if chosen else None, f"llama.cpp serves {src.name} as it is ({chosen or 'model_format=source'})")]
     how = f"converted now in {time.perf_counter() - t0:.1f}s" if made else "cached conversion"
-    return [Result(True, f"llama.cpp serves SmolLM2-135M as {fmt.upper()} ({chosen}{how}, llama.cpp's quantize API): {path}")]
+    return [Result(True, f"llama.cpp serves SmolLM2-135M as {fmt.upper()} ({chosen + ', ' if chosen else ''}{how}, llama.cpp's quantize API): {path}")]
 
 
 def check_generation(timeout_s: float = 60, cache_dir: str | None = None) -> list[Result]:

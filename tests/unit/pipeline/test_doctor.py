@@ -113,6 +113,7 @@ def test_doctor_line_for_the_served_weight_format(tmp_path, monkeypatch):
     monkeypatch.setattr(format_choice, "choose", lambda source, cache_dir=None: "source")
     packaged = doctor.check_model_format(str(tmp_path / "cache"))[0]
     assert packaged.ok is True and "serves SmolLM2-135M-Instruct.Q4_1.gguf as it is (the fastest here" in packaged.what
+    assert packaged.what.endswith("remembered from 2026-11-26 18:54:22))"), packaged.what  # no dangling ", )"
     monkeypatch.setattr(format_choice, "choose", lambda source, cache_dir=None: "f16")
     monkeypatch.setattr(gguf_format.subprocess, "run", lambda cmd, **kw: subprocess.CompletedProcess(cmd, 1, "", "boom"))
     bad = doctor.check_model_format(str(tmp_path / "other"))[0]
