@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--default-run", action="store_true", help="also time ragsweep dataset.limit=20, cold then warm")
     p.add_argument("--chunk-point", action="store_true", help="also time one 20-question chunk-size-600 point")
     p.add_argument("--chunk-formats", default="experiment,f16",
-                   help="weights of the chunk-size point: 'experiment' (as it ships: Q4_1) and/or a model_format")
+                   help="weights of the chunk-size point: 'experiment' (as it ships: auto's format) and/or a model_format")
     p.add_argument("--limit", type=int, default=20)
     p.add_argument("--no-save", action="store_true")
     args = p.parse_args(argv)
@@ -295,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
                                                         f"dataset.limit={args.limit}", *extra])
                     row = (f"- one chunk-size-600 point (`+experiment=ragchecker_chunk_size chunker.size=600 "
                            f"dataset.limit={args.limit}{' ' + extra[0] if extra else ''}`, k=20"
-                           f"{', the Q4_1 weights the experiment pins' if not extra else ''}), cold: {wall:.1f} s wall; "
+                           f"{', the format the experiment runs on' if not extra else ''}), cold: {wall:.1f} s wall; "
                            f"{stages} ({before})")
                     lines.append(row)
                     print(row, flush=True)
