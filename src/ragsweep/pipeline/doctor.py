@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata as md
-import json
 import os
 import subprocess
 import sys
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from ragsweep.rag.generator.servers.cpu_backend import cpu_flags, reported_features
-from ragsweep.rag.generator.servers.llama_build import build_record_path, rebuild_command
+from ragsweep.rag.generator.servers.llama_build import build_record, build_record_path, rebuild_command
 
 PACKAGES = (
     "ragsweep", "hydra-core", "omegaconf", "mlflow", "openai", "torch", "sentence-transformers",
@@ -91,7 +90,7 @@ def check_llama_build() -> list[Result]:
     variant = next((ln[len("VARIANT "):] for ln in info.splitlines() if ln.startswith("VARIANT ")), "?")
     record = build_record_path()
     how = "built by scripts/build_llama_cpp.py" if record.is_file() else "not built by scripts/build_llama_cpp.py"
-    rec = json.loads(record.read_text()) if record.is_file() else {}
+    rec = build_record()
     if rec.get("cpu_dispatch"):
         how += " (every x86-64 CPU variant, the best loaded at run time)"
     elif record.is_file():

@@ -141,14 +141,9 @@ def skipped(record: dict | None = None) -> dict[str, str]:
     """The variants of ``SKIPPED`` this install's build does not show fixed (its build record's
     CMake flags lack the ``FIXED_BY`` flag, or it has no record), each with why."""
     if record is None:
-        import json
+        from ragsweep.rag.generator.servers.llama_build import build_record
 
-        from ragsweep.rag.generator.servers.llama_build import build_record_path
-
-        try:
-            record = json.loads(build_record_path().read_text())
-        except (OSError, ValueError):
-            record = {}
+        record = build_record()
     flags = str(record.get("cmake_args", "")).split()
     return {v: why for v, why in SKIPPED.items() if not any(f.endswith(FIXED_BY[v]) for f in flags)}
 

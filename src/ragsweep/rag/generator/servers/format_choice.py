@@ -60,7 +60,7 @@ def machine() -> dict[str, Any]:
     """What a choice holds for: CPU model and flags, llama.cpp version and build, forced variant."""
     from importlib import metadata
 
-    from ragsweep.rag.generator.servers import cpu_backend
+    from ragsweep.rag.generator.servers import cpu_backend, llama_build
 
     model = ""
     with contextlib.suppress(OSError):
@@ -70,9 +70,7 @@ def machine() -> dict[str, Any]:
         version = metadata.version("llama_cpp_python")
     except metadata.PackageNotFoundError:
         version = "?"
-    build = ""
-    with contextlib.suppress(OSError, ValueError):
-        build = json.loads((Path(sys.prefix) / "share" / "ragsweep" / "llama_build.json").read_text()).get("key", "")
+    build = llama_build.build_record().get("key", "")
     return {"cpu": model or platform.processor() or platform.machine(), "flags": sorted(cpu_backend.cpu_flags()),
             "llama_cpp": version, "build": build, "forced_variant": os.environ.get(cpu_backend.ENV) or None}
 

@@ -29,6 +29,16 @@ def build_record_path() -> Path:
     return Path(sys.prefix) / "share" / "ragsweep" / "llama_build.json"
 
 
+def build_record() -> dict:
+    """The build record's fields; empty when there is none or it is unreadable (callers that must
+    tell those apart read :func:`build_record_path` themselves)."""
+    try:
+        info = json.loads(build_record_path().read_text())
+    except (OSError, ValueError):
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
 def build_record_note() -> str:
     """What ``scripts/build_llama_cpp.py`` recorded about the installed llama-cpp-python."""
     record = build_record_path()
