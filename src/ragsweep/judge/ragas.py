@@ -154,6 +154,11 @@ def _cosines(embedder: Any, anchor: str, others: Sequence[str]) -> np.ndarray:
     return vecs[1:] @ vecs[0]
 
 
+def _cosines_of(rows: dict[str, np.ndarray], anchor: str, others: Sequence[str]) -> np.ndarray:
+    """:func:`_cosines` from vectors already encoded (``rows``: text -> unit vector)."""
+    return np.stack([rows[t] for t in others]) @ rows[anchor]
+
+
 class Ragas:
     """The three RAGAS metrics of many examples; LLM variants when ``judge`` is given."""
 
@@ -248,12 +253,20 @@ class Ragas:
             else:
                 out.append({"faithfulness": faithfulness(ex.get("supported"))})
         if self.judge is None:
+            # every question, answer and sentence of every example in one encode call: batches of
+            # many texts, not two calls per example (each call has a fixed cost)
+            texts: list[str] = []
+            for ex in examples:
+                a = response_of(ex)
+                texts += [str(ex.get("question") or ""), *([a] if a.strip() else []), *(t for _, t in ex.get("sentences") or [])]
+            unique = list(dict.fromkeys(texts))
+            rows = dict(zip(unique, self.embedder.encode(unique))) if unique else {}
             for ex, res in zip(examples, out):
                 q, a = str(ex.get("question") or ""), response_of(ex)
-                res["answer_relevance"] = float(_cosines(self.embedder, q, [a])[0]) if a.strip() else 0.0
+                res["answer_relevance"] = float(_cosines_of(rows, q, [a])[0]) if a.strip() else 0.0
                 sents = [t for _, t in ex.get("sentences") or []]
                 if sents:
-                    cos = _cosines(self.embedder, q, sents)
+                    cos = _cosines_of(rows, q, sents)
                     res["context_relevance"] = float(np.mean(cos >= self.context_threshold))
                 else:
                     res["context_relevance"] = _NAN
