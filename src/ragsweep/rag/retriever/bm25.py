@@ -62,9 +62,9 @@ def _stopword_set(stopwords: str | None) -> frozenset[str]:
     check_stopwords(stopwords)
     if stopwords is None:
         return frozenset()
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS  # slow import: only when used
+    from ragsweep.rag.retriever.stopwords import ENGLISH_STOP_WORDS  # scikit-learn's, without its import
 
-    return frozenset(ENGLISH_STOP_WORDS)
+    return ENGLISH_STOP_WORDS
 
 
 def tokenize(text: str, lowercase: bool = True, stopwords: frozenset[str] = frozenset()) -> list[str]:
