@@ -68,7 +68,16 @@ def model_key(model: str, max_seq_length: int | None = None) -> str:
 
 @functools.lru_cache(maxsize=4)
 def load_sentence_transformer(model: str, device: str, max_seq_length: int | None = None) -> Any:
-    """A loaded model, memoised per (model, device, max_seq_length); treat it as read-only."""
+    """A loaded model, memoised per (model, device, max_seq_length); treat it as read-only.
+
+    A local BERT model with mean pooling (the bundled MiniLM) loads as a
+    :class:`~ragsweep.corpus.bert_encoder.BertEncoder` (torch alone: the same vectors, without
+    sentence-transformers' and transformers' imports); anything else as a ``SentenceTransformer``."""
+    from ragsweep.corpus import bert_encoder
+
+    with resolve_model(model) as path:
+        if bert_encoder.supported(path):
+            return bert_encoder.BertEncoder(path, device=device, max_seq_length=max_seq_length)
     from sentence_transformers import SentenceTransformer
     from transformers.utils import logging as hf_logging
 

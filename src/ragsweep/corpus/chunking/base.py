@@ -18,7 +18,7 @@ from typing import Any, Iterator, Sequence
 
 from ragsweep.corpus import chunkstore
 from ragsweep.store.cache import Cache
-from ragsweep.corpus.chunker import BATCH_DOCS, PROGRESS_MIN_DOCS, _backend, _document_batches, load_tokenizer, tokenizer_parallelism
+from ragsweep.corpus.chunker import BATCH_DOCS, PROGRESS_MIN_DOCS, _backend, _document_batches, tokenizer_parallelism
 from ragsweep.corpus.chunking.splitter import TokenCount
 from ragsweep.corpus.dataset.fingerprint import corpus_fingerprint
 from ragsweep.errors import build_config
@@ -168,7 +168,7 @@ class Chunker:
         from tqdm.auto import tqdm
 
         if hasattr(documents, "iter_batches") or any(d.text and not d.text.isspace() for d in documents):
-            load_tokenizer(self.config.tokenizer)  # load before the progress bar starts
+            _backend(self.config.tokenizer)  # load before the progress bar starts
         n_chunks = 0
         bar = tqdm(total=len(documents), desc=f"chunking ({self.name})", unit="doc",
                    disable=len(documents) <= PROGRESS_MIN_DOCS, smoothing=0.1)
