@@ -15,8 +15,10 @@ layers: embeddings (word + position + token type 0) and LayerNorm; per layer, se
 (``scaled_dot_product_attention`` with the padding masked), output projection, residual and
 LayerNorm, then the GELU feed-forward, residual and LayerNorm; mean of the last hidden states over
 the real tokens, then L2 normalisation when the model has a Normalize module. As
-sentence-transformers does, texts are stripped, sorted by length (longest first) and batched, and
-truncated to ``max_seq_length`` tokens including [CLS] and [SEP].
+sentence-transformers does, texts are stripped and truncated to ``max_seq_length`` tokens including
+[CLS] and [SEP]; batches are formed by number of tokens, at most :data:`BATCH_TOKENS` padded tokens
+each (sentence-transformers: ``batch_size`` texts sorted by characters), so little of a batch is
+padding. A text's vector does not depend on its batch beyond float rounding.
 """
 
 from __future__ import annotations
@@ -30,6 +32,11 @@ import numpy as np
 _TRANSFORMER = "sentence_transformers.models.Transformer"
 _POOLING = "sentence_transformers.models.Pooling"
 _NORMALIZE = "sentence_transformers.models.Normalize"
+#: padded tokens a batch holds at most: sorted by tokens, batches of ~2,000 tokens encoded the
+#: judge's texts of a default run 2.2x faster than batches of 64 texts sorted by characters, as
+#: sentence-transformers forms them (2.3 s against 5.0-5.9 s, 2 cores; larger batches are slower:
+#: their activations leave the CPU's caches); experiments/results/cpu_speed.md
+BATCH_TOKENS = 2048
 
 
 def _read(path: Path) -> Any:
@@ -131,6 +138,20 @@ class BertEncoder:
         pooled = (x * m).sum(dim=1) / torch.clamp(m.sum(dim=1), min=1e-9)
         return F.normalize(pooled, p=2, dim=-1) if self.normalize else pooled
 
+    @staticmethod
+    def _batches(lengths: Sequence[int], batch_size: int, budget: int = BATCH_TOKENS) -> list[np.ndarray]:
+        """Indices of the texts by batch: longest first, at most ``batch_size`` texts and (beyond
+        one text) ``budget`` padded tokens a batch."""
+        order = np.argsort([-n for n in lengths], kind="stable")
+        out: list[np.ndarray] = []
+        start = 0
+        while start < len(order):
+            width = max(lengths[order[start]], 1)  # the batch's longest text: every row is padded to it
+            take = max(1, min(batch_size, budget // width))
+            out.append(order[start : start + take])
+            start += take
+        return out
+
     def encode(self, sentences: str | Sequence[str], batch_size: int = 32, convert_to_numpy: bool = True,
                show_progress_bar: bool = False, normalize_embeddings: bool = False, **_: Any) -> np.ndarray:
         """Float32 rows in the order of ``sentences`` (one row for a single string)."""
@@ -140,11 +161,11 @@ class BertEncoder:
         texts = [sentences] if single else [str(s) for s in sentences]
         dim = self.get_sentence_embedding_dimension()
         out = np.zeros((len(texts), dim), dtype=np.float32)
-        order = np.argsort([-len(t) for t in texts])  # as sentence-transformers: longest first
+        encoded = self.tokenizer.encode_batch([t.strip() for t in texts]) if texts else []
         with torch.inference_mode():
-            for start in range(0, len(texts), batch_size):
-                idx = order[start : start + batch_size]
-                encs = self.tokenizer.encode_batch([texts[i].strip() for i in idx])
+            budget = BATCH_TOKENS if self.device.type == "cpu" else 1 << 62  # a GPU wants big batches
+            for idx in self._batches([len(e.ids) for e in encoded], batch_size, budget):
+                encs = [encoded[i] for i in idx]
                 length = max(len(e.ids) for e in encs)
                 ids = np.zeros((len(encs), length), dtype=np.int64)
                 mask = np.zeros((len(encs), length), dtype=np.int64)

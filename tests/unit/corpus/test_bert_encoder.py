@@ -66,6 +66,18 @@ def test_a_shorter_max_seq_length_truncates_as_sentence_transformers_does(senten
     assert np.abs(ours - full).max() > 1e-2  # the truncation did something
 
 
+def test_batches_hold_similar_lengths_within_the_token_budget():
+    lengths = [3, 250, 12, 12, 40, 256, 7, 90, 12, 1]
+    batches = bert_encoder.BertEncoder._batches(lengths, batch_size=3, budget=300)
+    flat = [int(i) for b in batches for i in b]
+    assert sorted(flat) == list(range(len(lengths)))  # every text once
+    assert [lengths[i] for i in flat] == sorted(lengths, reverse=True)  # longest first
+    for b in batches:
+        assert 1 <= len(b) <= 3 and (len(b) == 1 or len(b) * max(lengths[i] for i in b) <= 300)
+    assert [len(b) for b in batches] == [1, 1, 3, 3, 2]  # 256 and 250 alone; 12 x 3 rows fit 300
+    assert bert_encoder.BertEncoder._batches([], batch_size=3) == []
+
+
 @pytest.mark.parametrize("edit", ["cls_pooling", "no_tokenizer_json", "not_bert", "extra_module"])
 def test_any_other_model_is_left_to_sentence_transformers(tmp_path, edit):
     folder = tmp_path / "model"
