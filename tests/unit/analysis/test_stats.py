@@ -81,3 +81,21 @@ def test_n_for_power_grows_as_the_effect_shrinks():
     small = stats.n_for_power(noise + 0.2)
     assert big is not None and small is not None and big < small
     assert stats.n_for_power([0.0, 0.0, 0.0]) is None
+
+
+@pytest.mark.parametrize("kind", ["binary", "continuous", "sparse"])
+def test_the_bootstrap_interval_is_scipys_percentile_bootstrap(kind):
+    from scipy.stats import bootstrap
+
+    rng = np.random.default_rng(7)
+    for trial in range(20):
+        n = int(rng.integers(2, 300))
+        x = {"binary": lambda: rng.integers(0, 2, n).astype(float),
+             "continuous": lambda: rng.random(n) * 100,
+             "sparse": lambda: np.where(rng.random(n) < 0.1, rng.random(n), 0.0)}[kind]()
+        if np.all(x == x[0]):
+            continue
+        ref = bootstrap((x,), np.mean, confidence_level=0.95, n_resamples=2000, method="percentile",
+                        random_state=np.random.default_rng(trial), vectorized=True).confidence_interval
+        low, high = stats._bootstrap_mean(x, 0.95, 2000, trial)
+        assert low == pytest.approx(ref.low, abs=1e-12) and high == pytest.approx(ref.high, abs=1e-12)
