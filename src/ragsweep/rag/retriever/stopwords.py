@@ -1,7 +1,7 @@
 """English stop words for the BM25 retriever's ``stopwords: english``: scikit-learn's
 ``ENGLISH_STOP_WORDS`` (318 words, from the Glasgow Information Retrieval Group's list;
 scikit-learn, BSD-3-Clause), copied so that a BM25 run does not import scikit-learn (about two
-seconds of every cold run). ``tests/unit/rag/retriever/test_stopwords.py`` checks that the copy still
+seconds of every cold run). ``tests/unit/rag/retriever/test_bm25_imports.py`` checks that the copy still
 equals scikit-learn's."""
 
 ENGLISH_STOP_WORDS = frozenset(
