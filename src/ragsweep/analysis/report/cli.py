@@ -17,7 +17,7 @@ from ragsweep.analysis import stats
 from ragsweep.analysis.report import expected, paired
 from ragsweep.analysis.report.directions import Verdict, check_direction, decide, directions_markdown, parse_expect
 from ragsweep.analysis.report.figures import make_figures
-from ragsweep.analysis.report.frame import ReportError, declared_order, runs_frame, varying_params
+from ragsweep.analysis.report.frame import ReportError, declared_order, distinguishing, runs_frame, varying_params
 from ragsweep.analysis.report.table import LAYOUTS, RAGBENCH_LEGEND, RAGCHECKER_LEGEND, build_table, infer_layout, markdown_table
 from ragsweep.tracking import SHORT_PARAMS, SweepRuns, TrackingError
 from ragsweep.analysis.labels import LabelError
@@ -151,7 +151,10 @@ def build_report(tracking_uri: str | None, experiment: str | None, run_id: str |
     for stale in out_dir.glob("fig_*.png"):
         stale.unlink()
 
-    disp, csv, _ = build_table(df, layout, params)
+    # systems the swept params cannot tell apart (a knob without a short name) are named by the
+    # config keys that differ: in the table, the comparisons and the bounds, not in figures or directions
+    shown = list(params) + distinguishing(df)
+    disp, csv, _ = build_table(df, layout, shown)
     legend = RAGCHECKER_LEGEND if layout == "ragchecker" else RAGBENCH_LEGEND
     table_md = markdown_table(disp)
     ignored = []
@@ -180,7 +183,7 @@ def build_report(tracking_uri: str | None, experiment: str | None, run_id: str |
     files += report_labels(client, runs, records, out_dir, labels, spec.get("baseline"), log=log_to_parent)
     verdicts = [check_direction(df, d, records) for d in directions]
     compared = list(dict.fromkeys([str(d["metric"]) for d in directions] or list(DEFAULT_COMPARE)))
-    baseline = paired.baseline_comparisons(df, compared, records, spec.get("baseline"), params)
+    baseline = paired.baseline_comparisons(df, compared, records, spec.get("baseline"), shown)
     paired.adjust([c for v in verdicts for c in v.comparisons] + baseline)  # one Holm family per report
     for v in verdicts:
         decide(v)
@@ -201,7 +204,7 @@ def build_report(tracking_uri: str | None, experiment: str | None, run_id: str |
     files.append(p)
 
     files += make_figures(df, layout, params, directions, runs.experiment, out_dir, records)
-    block = bounds.markdown(df, bound_runs, params, [str(d["metric"]) for d in directions])
+    block = bounds.markdown(df, bound_runs, shown, [str(d["metric"]) for d in directions])
     if block:  # the floor and ceiling beside every system, in the table and on its own
         p = out_dir / "bounds.md"
         p.write_text(f"# {runs.experiment}: floor and ceiling\n\n{block}", encoding="utf-8")
@@ -209,7 +212,7 @@ def build_report(tracking_uri: str | None, experiment: str | None, run_id: str |
         (out_dir / "table.md").write_text((out_dir / "table.md").read_text(encoding="utf-8") + "\n" + block, encoding="utf-8")
     from ragsweep.analysis.report.compare_page import compare_pages_for_sweep
 
-    base_id = str(df.iloc[paired.baseline_index(df, spec.get("baseline"), params)]["run_id"]) if not df.empty else None
+    base_id = str(df.iloc[paired.baseline_index(df, spec.get("baseline"), shown)]["run_id"]) if not df.empty else None
     from ragsweep.tracking.identity import is_retrieval_only
 
     # retrieval-only runs have no response to score: their pages order questions by claim recall
@@ -217,7 +220,7 @@ def build_report(tracking_uri: str | None, experiment: str | None, run_id: str |
     pages = compare_pages_for_sweep(client, runs, out_dir / "compare", baseline=base_id, log=log_to_parent,
                                     **({"metric": "ragchecker/retriever/claim_recall"} if retro else {}))
     if pages:  # one question-by-question page per comparison with the baseline, linked from the table
-        names = {r.info.run_id: paired.system_label(row, params) for r in runs.children
+        names = {r.info.run_id: paired.system_label(row, shown) for r in runs.children
                  for _, row in df[df["run_id"] == r.info.run_id].iterrows()}
         links = "\n".join(f"- [{names.get(rid, rid)} vs the baseline](compare/{p.name})" for rid, p in pages)
         table = out_dir / "table.md"

@@ -17,6 +17,8 @@ PARAM_LABEL = {"top_k": "k", "chunk_size": "size", "chunk_overlap": "overlap"}
 PC_HALLUCINATED = "pc_hallucinated"  # derived column: 100 * (1 - trace/adherence_rate)
 #: where a value order is kept on a frame (``df.attrs``): short param -> values in the sweep's order
 ORDER_ATTR = "value_order"
+#: ``df.attrs`` key: the logged config keys that tell apart systems whose short params are equal
+DISTINGUISHING_ATTR = "distinguishing"
 
 
 class ReportError(Exception):
@@ -90,7 +92,40 @@ def runs_frame(children: Sequence[Any], order: Mapping[str, Sequence[str]] | Non
     if "trace/adherence_rate" in df.columns:
         df[PC_HALLUCINATED] = 100.0 * (1.0 - df["trace/adherence_rate"].astype(float))
     df.attrs[ORDER_ATTR] = {k: list(v) for k, v in (order or {}).items()}
+    keys = distinguishing_keys(children)
+    for k in keys:
+        df[k] = pd.Series([r.data.params.get(k) for r in children], index=df.index, dtype=object)
+    df.attrs[DISTINGUISHING_ATTR] = keys
     return df
+
+
+def distinguishing_keys(children: Sequence[Any]) -> list[str]:
+    """The logged config keys (``generator.server.model_format``) whose values differ between runs
+    that the short params cannot tell apart (a sweep over a knob without a short name): without
+    them such runs are rows of the same name. Run bookkeeping (``run_name``, ``mlflow.*``...) and
+    what a run measured of its machine (``served/*``) are left out."""
+    from collections import defaultdict
+
+    from ragsweep.tracking.identity import VOLATILE_PARAM_PREFIXES
+
+    groups: dict[tuple, list[Any]] = defaultdict(list)
+    for r in children:
+        groups[tuple(str(r.data.params.get(p)) for p in SHORT_PARAMS)].append(r)
+    keys: set[str] = set()
+    for runs in groups.values():
+        if len(runs) < 2:
+            continue
+        for k in set().union(*(r.data.params for r in runs)):
+            if "." not in k or "/" in k or k.startswith(VOLATILE_PARAM_PREFIXES):
+                continue
+            if len({r.data.params.get(k) for r in runs}) > 1:
+                keys.add(k)
+    return sorted(keys)
+
+
+def distinguishing(df) -> list[str]:
+    """The columns :func:`distinguishing_keys` added to a frame of :func:`runs_frame`."""
+    return [k for k in df.attrs.get(DISTINGUISHING_ATTR, []) if k in df.columns]
 
 def sort_values(param: str, values, order: Mapping[str, Sequence[str]] | None = None) -> list[Any]:
     """Distinct values: numbers ascending; categories in the sweep's order (``order``), others after, alphabetically."""

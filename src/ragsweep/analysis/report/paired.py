@@ -260,7 +260,8 @@ def level_label(param: str, val: Any) -> str:
 
 def system_label(row, params: Sequence[str]) -> str:
     """A run as its swept values (``k=5, bm25``), else its run name."""
-    bits = [value_label(p, row[p]) for p in params if p in row and row[p] is not None]
+    bits = [f"{p.rsplit('.', 1)[-1]}={row[p]}" if "." in p else value_label(p, row[p])
+            for p in params if p in row and row[p] is not None]
     return ", ".join(bits) or str(row["run_name"])
 
 

@@ -389,3 +389,23 @@ def test_comparisons_drop_metrics_no_system_scored_and_say_so():
     assert "no question was scored on them by any system" in md and "ragchecker/overall/f1." in md
     kept, unscored = paired.drop_unscored(comps)
     assert [c.metric for c in kept] == ["retrieval/recall_at_k"] and unscored == ["ragchecker/overall/f1"]
+
+
+def test_systems_the_short_params_cannot_tell_apart_are_named_by_the_config_key_that_differs(tmp_path, capsys):
+    """A sweep over a knob without a short name (the weight format) used to print rows of one name."""
+    s = Store(tmp_path)
+    exp = s.experiment("formats")
+    pid = s.parent(exp, "formats", {"layout": "ragchecker", "params": []}, offset=0)
+    for i, (fmt_, f1) in enumerate([("q8_0", 40.0), ("f16", 50.0)]):
+        scores = {"ragchecker/overall/f1": per_question(f1, 1.0, seed=30 + i)}
+        s.child(exp, pid, {**BASE_PARAMS, "generator.server.model_format": fmt_, "generator.server.n_ctx": "8192",
+                           "served/model_file": f"smollm2.{fmt_}.gguf"},
+                {**_metrics(50.0, 30.0), "ragchecker/overall/f1": f1}, offset=100 * (i + 1), scores=scores)
+    assert main(["--experiment", "formats", "--tracking-uri", s.uri, "--out", str(tmp_path / "out"), "--no-log"]) == 0
+    table = (tmp_path / "out" / "table.md").read_text()
+    rows = [line for line in table.splitlines() if line.startswith("| bm25_")]
+    # the differing config key is a column; the one both share and the served/* param are not
+    assert "| generator.server.model_format |" in table and "n_ctx" not in table and "served/" not in table
+    assert len(rows) == 2 and "| f16 |" in rows[0] and "| q8_0 |" in rows[1]
+    comparisons = (tmp_path / "out" / "comparisons.md").read_text()
+    assert "model_format=q8_0" in comparisons and "model_format=f16" in comparisons
