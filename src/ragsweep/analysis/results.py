@@ -17,6 +17,7 @@ from ragsweep.analysis.report import paired
 from ragsweep.analysis.report.frame import ReportError, _parse_scalar
 from ragsweep.records import failure_of, response_of
 from ragsweep.tracking import SHORT_PARAMS
+from ragsweep.tracking.identity import differing_params
 
 #: the columns of a question row before its metrics
 QUESTION_COLUMNS = ("query_id", "question", "gt_answer", "response", "failed", "failure")
@@ -61,15 +62,6 @@ def question_frame(records: Sequence[Mapping[str, Any]]):
     return pd.DataFrame(rows, columns=[*QUESTION_COLUMNS, *names])
 
 
-def _varying(runs: Sequence[Any]) -> list[str]:
-    """Logged params (beyond the short ones) whose value differs between ``runs``, bookkeeping aside."""
-    from ragsweep.tracking.identity import VOLATILE_PARAM_PREFIXES
-
-    keys = sorted({k for r in runs for k in r.data.params})
-    return [k for k in keys if k not in SHORT_PARAMS and not k.startswith(VOLATILE_PARAM_PREFIXES)
-            and not k.endswith(".cache_dir") and len({r.data.params.get(k) for r in runs}) > 1]
-
-
 def results_frame(client: Any, runs: Sequence[Any]):
     """One row per system x question for MLflow ``runs``: ``run_id``, ``run_name``, the short
     params (``retriever``, ``top_k`` ...), the other params that differ between the runs, then
@@ -78,7 +70,7 @@ def results_frame(client: Any, runs: Sequence[Any]):
 
     import pandas as pd
 
-    varying = _varying(runs)
+    varying = differing_params(runs)
     frames = []
     for r in runs:
         recs = paired.records_of(client, r.info.run_id)

@@ -13,7 +13,7 @@ run it read back with the same rules.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from omegaconf import DictConfig
 
@@ -122,10 +122,23 @@ def _without_cache_dirs(node: Any) -> Any:
     return node
 
 
+def system_param(key: str) -> bool:
+    """Whether a logged param says what the system is: not run bookkeeping
+    (:data:`VOLATILE_PARAM_PREFIXES`) and not where work is cached (``*.cache_dir``)."""
+    return not key.startswith(VOLATILE_PARAM_PREFIXES) and not key.endswith(".cache_dir")
+
+
+def differing_params(runs: Sequence[Any]) -> list[str]:
+    """The logged params beyond the short ones whose value differs between MLflow ``runs``,
+    bookkeeping aside (:func:`system_param`), sorted."""
+    keys = sorted({k for r in runs for k in r.data.params})
+    return [k for k in keys if k not in SHORT_PARAMS and system_param(k)
+            and len({r.data.params.get(k) for r in runs}) > 1]
+
+
 def params_key(params: Mapping[str, Any], run_name: str | None = None) -> str:
     """A system key from a run's logged params (volatile ones aside), for runs logged without the tag."""
-    items = sorted((k, str(v)) for k, v in params.items()
-                   if not k.startswith(VOLATILE_PARAM_PREFIXES) and not k.endswith(".cache_dir"))
+    items = sorted((k, str(v)) for k, v in params.items() if system_param(k))
     return content_hash("system-params", items or [("run_name", run_name)])
 
 

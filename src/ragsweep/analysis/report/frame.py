@@ -100,26 +100,21 @@ def runs_frame(children: Sequence[Any], order: Mapping[str, Sequence[str]] | Non
 
 
 def distinguishing_keys(children: Sequence[Any]) -> list[str]:
-    """The logged config keys (``generator.server.model_format``) whose values differ between runs
-    that the short params cannot tell apart (a sweep over a knob without a short name): without
-    them such runs are rows of the same name. Run bookkeeping (``run_name``, ``mlflow.*``...) and
-    what a run measured of its machine (``served/*``) are left out."""
+    """The logged params (``generator.server.model_format``) whose values differ between runs that
+    the short params cannot tell apart (a sweep over a knob without a short name): without them such
+    runs are rows of the same name. Run bookkeeping (``run_name``, ``mlflow.*``...) and what a run
+    measured of its machine (``served/*``) are left out."""
     from collections import defaultdict
 
-    from ragsweep.tracking.identity import VOLATILE_PARAM_PREFIXES
+    from ragsweep.tracking.identity import differing_params
 
     groups: dict[tuple, list[Any]] = defaultdict(list)
     for r in children:
         groups[tuple(str(r.data.params.get(p)) for p in SHORT_PARAMS)].append(r)
     keys: set[str] = set()
     for runs in groups.values():
-        if len(runs) < 2:
-            continue
-        for k in set().union(*(r.data.params for r in runs)):
-            if "." not in k or "/" in k or k.startswith(VOLATILE_PARAM_PREFIXES):
-                continue
-            if len({r.data.params.get(k) for r in runs}) > 1:
-                keys.add(k)
+        if len(runs) > 1:
+            keys.update(k for k in differing_params(runs) if "/" not in k)
     return sorted(keys)
 
 

@@ -17,6 +17,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from ragsweep.analysis import stats
 from ragsweep.analysis.labels import hook as _labels_hook
 from ragsweep.analysis.report.frame import _same, fmt, metric_scale, value_label, values_of
+from ragsweep.tracking import SHORT_PARAMS
 
 log = logging.getLogger(__name__)
 
@@ -260,7 +261,7 @@ def level_label(param: str, val: Any) -> str:
 
 def system_label(row, params: Sequence[str]) -> str:
     """A run as its swept values (``k=5, bm25``), else its run name."""
-    bits = [f"{p.rsplit('.', 1)[-1]}={row[p]}" if "." in p else value_label(p, row[p])
+    bits = [value_label(p, row[p]) if p in SHORT_PARAMS else f"{p.rsplit('.', 1)[-1]}={row[p]}"
             for p in params if p in row and row[p] is not None]
     return ", ".join(bits) or str(row["run_name"])
 

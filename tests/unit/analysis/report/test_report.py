@@ -409,3 +409,18 @@ def test_systems_the_short_params_cannot_tell_apart_are_named_by_the_config_key_
     assert len(rows) == 2 and "| f16 |" in rows[0] and "| q8_0 |" in rows[1]
     comparisons = (tmp_path / "out" / "comparisons.md").read_text()
     assert "model_format=q8_0" in comparisons and "model_format=f16" in comparisons
+
+
+def test_distinguishing_keys_leave_out_bookkeeping_cache_dirs_and_the_machine():
+    from types import SimpleNamespace as NS
+
+    from ragsweep.analysis.report.frame import distinguishing_keys
+
+    def run(i, **extra):
+        params = {**BASE_PARAMS, "seed": str(i), "run_name": f"r{i}", "generator.server.cache_dir": f"/c{i}",
+                  "served/cpu_variant": f"v{i}", **extra}
+        return NS(info=NS(run_id=f"id{i}", run_name=f"r{i}"), data=NS(params=params, metrics={}))
+
+    assert distinguishing_keys([run(0), run(1)]) == ["seed"]  # a top-level knob counts too
+    # runs the short params already tell apart need nothing more
+    assert distinguishing_keys([run(0), run(1, top_k="5")]) == []
