@@ -358,10 +358,8 @@ def _backend(name: str) -> Any:
 
         with resolve_model(name) as path:
             backend = tokenizers.Tokenizer.from_file(os.path.join(path, "tokenizer.json"))
-        backend.no_truncation()
-        backend.no_padding()
-        return backend
-    backend = copy.deepcopy(load_tokenizer(name).backend_tokenizer)
+    else:
+        backend = copy.deepcopy(load_tokenizer(name).backend_tokenizer)
     backend.no_truncation()
     backend.no_padding()
     return backend

@@ -78,11 +78,10 @@ def load_sentence_transformer(model: str, device: str, max_seq_length: int | Non
     with resolve_model(model) as path:
         if bert_encoder.supported(path):
             return bert_encoder.BertEncoder(path, device=device, max_seq_length=max_seq_length)
-    from sentence_transformers import SentenceTransformer
-    from transformers.utils import logging as hf_logging
+        from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()  # "Loading weights" bars: the run's own bars say what happens
-    with resolve_model(model) as path:
+        hf_logging.disable_progress_bar()  # "Loading weights" bars: the run's own bars say what happens
         st = SentenceTransformer(path, device=device)
     if max_seq_length is not None:
         st.max_seq_length = max_seq_length
