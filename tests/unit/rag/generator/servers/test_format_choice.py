@@ -27,6 +27,20 @@ def test_least_cpu_time_for_a_typical_question_wins():
     assert min(EPYC, key=lambda f: format_choice.question_seconds(EPYC[f], (0, 83))) == "q8_0"
 
 
+def test_within_the_probes_noise_the_earlier_candidate_wins():
+    """Two probes of the Xeon minutes apart: Q8_0 0.6% ahead of the packaged Q4_1, then 4.9%
+    behind. Within MARGIN the packaged file (listed first) serves, so the choice does not flip."""
+    first = {"source": {"prompt_tps": 422, "decode_tps": 62.4}, "q8_0": {"prompt_tps": 507, "decode_tps": 51.1},
+             "f16": {"prompt_tps": 243, "decode_tps": 25.9}}
+    second = {"source": {"prompt_tps": 535, "decode_tps": 71.4}, "q8_0": {"prompt_tps": 555, "decode_tps": 61.6},
+              "f16": {"prompt_tps": 264, "decode_tps": 25.6}}
+    assert format_choice.question_seconds(first["q8_0"]) < format_choice.question_seconds(first["source"])
+    assert format_choice.pick(first) == "source" and format_choice.pick(second) == "source"
+    # a clear win (more than MARGIN) still wins
+    faster = dict(first, q8_0={"prompt_tps": 507 * 1.2, "decode_tps": 51.1 * 1.2})
+    assert format_choice.pick(faster) == "q8_0"
+
+
 def test_auto_never_picks_a_format_that_loses_quality():
     """Q4_0 (a second 4-bit rounding of the packaged Q4_1) answered measurably worse: auto neither
     times it nor accepts a remembered choice of it, however fast it was."""
