@@ -100,7 +100,11 @@ def cpu_line() -> str:
     code = ("import sys; sys.path.insert(0, %r); from ragsweep.rag.generator.servers import cpu_backend as c; "
             "print(c.describe(c.load()))" % str(ROOT / "src"))
     variant = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() or "?"
-    return f"CPU: {model}, {os.cpu_count()} logical cores; flags: {' '.join(vector)}; llama.cpp CPU variant: {variant}"
+    from ragsweep.rag.generator.servers import llama_build
+
+    patches = ", ".join(llama_build.build_record().get("patches") or []) or "none"
+    return (f"CPU: {model}, {os.cpu_count()} logical cores; flags: {' '.join(vector)}; llama.cpp CPU variant: {variant}; "
+            f"patches (scripts/build_llama_cpp.py): {patches}")
 
 
 def matmul_peak(threads: int, n: int = 2048, reps: int = 5) -> tuple[float, float]:
@@ -149,7 +153,7 @@ def measure(model: str, n_threads: int, n_threads_batch: int, wait: str, busy: b
     if wait != "default":
         env["OMP_WAIT_POLICY"] = wait.upper()
     spec = {"model": model, "n_threads": n_threads, "n_threads_batch": n_threads_batch,
-            "prompt": args.prompt_tokens, "decode": args.decode, "reps": 1, "flash_attn": args.flash_attn}
+            "prompt": args.prompt_tokens, "decode": args.decode, "reps": 1, "flash_attn": args.flash_attn == "on"}
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy else None
     try:
         before = load()
@@ -200,7 +204,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--busy-only", action="store_true")
     p.add_argument("--prompt-tokens", type=int, default=800)
     p.add_argument("--decode", type=int, default=64)
-    p.add_argument("--flash-attn", action="store_true", help="llama.cpp's flash attention (long prompts)")
+    p.add_argument("--flash-attn", default="on", choices=("on", "off"),
+                   help="llama.cpp's flash attention: on (default), as ragsweep serves (flash_attn: auto, which "
+                        "llama-server turns on for the CPU), or off")
     p.add_argument("--reps", type=int, default=3, help="rounds: every setting once per round, interleaved")
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--default-run", action="store_true", help="also time ragsweep dataset.limit=20, cold then warm")
@@ -223,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = [f"### bench_generation on {os.cpu_count()} cores ({platform.machine()}), "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", "",
              cpu_line(), "",
-             f"{args.prompt_tokens}-token prompt{' (flash attention)' if args.flash_attn else ''}, {args.decode} decoded tokens, {args.reps} interleaved rounds: median (min-max); "
+             f"{args.prompt_tokens}-token prompt, {args.decode} decoded tokens, flash attention {args.flash_attn}, {args.reps} interleaved rounds: median (min-max); "
              "load = 1/5/15-min load average before the setting ran (a shared machine: lower bounds)", ""]
     peaks = {}
     for t in (1, 2):
