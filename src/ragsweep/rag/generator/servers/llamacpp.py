@@ -354,6 +354,15 @@ class LlamaCppServer(ManagedServer):
             fmt = str(self.model_format)
         if fmt != "source":  # answers in another weight format are other answers
             ident["model_format"] = fmt
+        # so are answers of another llama.cpp build (a patch changes the arithmetic: the default 20
+        # questions decoded 1,653 tokens before scripts/llama_patches/, 1,984 after) or CPU variant
+        from ragsweep.rag.generator.servers import cpu_backend, llama_build
+
+        build, variant = llama_build.build_record().get("key"), cpu_backend.planned_variant()
+        if build:
+            ident["llama_build"] = build
+        if variant:
+            ident["cpu_variant"] = variant
         if self.engine == "llama-server":  # another chat template engine and batched arithmetic
             ident["engine"] = self.engine
             # several slots decode together and their answers change from run to run: never serve

@@ -93,3 +93,20 @@ def test_flash_attention_for_llama_cpp_python(built):
     on = server(engine="llama-cpp-python", flash_attn="on").command(9000)
     assert on[on.index("--flash_attn") + 1] == "True"
     assert llama_server.check_flash_attn(True) == "on" and llama_server.check_flash_attn(None) == "auto"
+
+
+def test_answers_of_another_build_or_cpu_variant_are_cached_apart(built, monkeypatch):
+    """A llama.cpp build with other arithmetic (a patch, other flags) or another CPU variant (AMX
+    against AVX-512) answers differently: a cached answer of one is not served to the other."""
+    from ragsweep.rag.generator.servers import cpu_backend, llama_build
+
+    monkeypatch.setattr(llama_build, "build_record", lambda: {"key": "abc"})
+    monkeypatch.setattr(cpu_backend, "planned_variant", lambda: "sapphirerapids")
+    ident = server(engine="llama-server").cache_identity
+    assert ident["llama_build"] == "abc" and ident["cpu_variant"] == "sapphirerapids"
+    monkeypatch.setattr(cpu_backend, "planned_variant", lambda: "haswell")
+    assert server(engine="llama-server").cache_identity["cpu_variant"] == "haswell"
+    monkeypatch.setattr(llama_build, "build_record", lambda: {})  # not installed by the build script
+    monkeypatch.setattr(cpu_backend, "planned_variant", lambda: None)  # no per-CPU variants
+    ident = server(engine="llama-cpp-python").cache_identity
+    assert "llama_build" not in ident and "cpu_variant" not in ident
