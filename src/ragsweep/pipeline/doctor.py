@@ -95,6 +95,8 @@ def check_llama_build() -> list[Result]:
         how += " (every x86-64 CPU variant, the best loaded at run time)"
     elif record.is_file():
         how += " (portable AVX2)" if rec.get("portable") else f" (custom flags: {rec.get('cmake_args')})"
+    if record.is_file():  # scripts/build_llama_cpp.py's PATCHES (an older record has no field: none)
+        how += f", patched: {', '.join(rec['patches'])}" if rec.get("patches") else ", unpatched"
     shown = ", ".join(sorted(features)) or "none reported"
     if bad:
         return [Result(False, f"llama.cpp is compiled for CPU features this CPU lacks: {', '.join(bad)} ({how})", rebuild_command())]

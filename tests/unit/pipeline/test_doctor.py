@@ -45,6 +45,10 @@ def test_installed_llama_cpp_is_the_dispatch_build():
     features = doctor.compiled_features(info)
     assert {"AVX", "AVX2", "FMA", "F16C"} <= features or "avx2" not in doctor.cpu_flags(), info
     assert doctor.unsupported(features, doctor.cpu_flags()) == [], info
+    # built with the script's patches (scripts/llama_patches/), and the doctor says so
+    assert built.get("patches") == ["flash_attn_rows"], f"an unpatched build ({record}): python scripts/build_llama_cpp.py"
+    line = doctor.check_llama_build()[0]
+    assert line.ok and "patched: flash_attn_rows" in line.what, line
 
 
 def run_doctor(tmp_path, *args, timeout=120):
