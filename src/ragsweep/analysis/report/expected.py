@@ -14,7 +14,9 @@ interval, since generation may differ slightly between CPUs)::
               ragchecker/overall/f1: {mean: 27.0, ci_low: 15.2, ci_high: 39.0, n: 20}
 
 ``ragsweep-report --check`` fails (exit 1) and names each system and metric whose fresh mean falls
-outside its expected interval, or whose n changed; ``--write-expected`` prints the block for a
+outside its expected interval, or whose n changed. An interval of width zero (every one of the n
+questions scored the same, as a sparse metric's all-zero record does) says nothing about how far a
+fresh run may move: there the bound is the rule of three's, ``same_value_interval``; ``--write-expected`` prints the block for a
 finished sweep (paste it into the config after reviewing it).
 """
 
@@ -23,7 +25,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Sequence
 
-from ragsweep.analysis.report.frame import fmt
+from ragsweep.analysis.report.frame import fmt, metric_scale
 
 ROUNDING = 1e-5  # relative: the expected block keeps 6 decimals
 
@@ -85,6 +87,16 @@ def current_spec(experiment: str, logged: Mapping[str, Any]) -> Mapping[str, Any
     return logged
 
 
+def same_value_interval(value: float, n: int, scale: float, level: float = 0.95) -> tuple[float, float, float]:
+    """The interval a fresh run's mean may fall in when all ``n`` recorded questions scored ``value``
+    (a metric bounded by [0, ``scale``]): with no question seen to differ, up to a share
+    1 - (1 - level)^(1/n) of them may (the exact zero-event binomial bound, ~3/n: the rule of three),
+    each by at most ``scale``, which moves the mean by at most that share x ``scale``.
+    Returns (low, high, share). On 20 all-zero questions of a percentage: [0, 13.9]."""
+    share = 1.0 - (1.0 - level) ** (1.0 / max(int(n), 1))
+    return max(0.0, value - share * scale), min(scale, value + share * scale), share
+
+
 def check(df, params: Sequence[str], spec: Mapping[str, Any]) -> tuple[list[str] | None, list[str]]:
     """(problems, report lines); problems is None when the config states nothing for this limit."""
     exp = (spec.get("expected") or {}).get(_limit(df))
@@ -107,13 +119,17 @@ def check(df, params: Sequence[str], spec: Mapping[str, Any]) -> tuple[list[str]
                 problems.append(f"{key} {m}: not logged (expected {fmt(e['mean'])})")
                 continue
             eps = ROUNDING * max(1.0, abs(float(e["mean"])))  # the block is written rounded
-            inside = float(e["ci_low"]) - eps <= float(got) <= float(e["ci_high"]) + eps
+            low, high, why = float(e["ci_low"]), float(e["ci_high"]), ""
+            if m not in exact and high - low <= eps and e.get("n"):  # every recorded question scored the same
+                low, high, share = same_value_interval(float(e["mean"]), int(e["n"]), metric_scale(m))
+                why = f"; all {int(e['n'])} recorded alike: up to {share:.1%} of questions may differ (95%)"
+            inside = low - eps <= float(got) <= high + eps
             if m in exact:  # deterministic (retrieval over the same data): must match, not only fall inside
                 inside = inside and abs(float(got) - float(e["mean"])) <= eps
             same_n = gn is None or int(gn) == int(e.get("n", gn))
             status = "ok" if inside and same_n else "MOVED"
             line = (f"{key} {m}: {fmt(got)} (n={int(gn) if gn is not None else '?'}), expected {fmt(e['mean'])} "
-                    f"[{fmt(e['ci_low'])}, {fmt(e['ci_high'])}] (n={e.get('n')})")
+                    f"[{fmt(low)}, {fmt(high)}] (n={e.get('n')}{why})")
             lines.append(f"  {status:5} {line}")
             if status != "ok":
                 problems.append(line)

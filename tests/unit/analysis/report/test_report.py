@@ -358,6 +358,35 @@ def test_check_against_expected_results(store, tmp_path, capsys):
     assert "states no expected results" in capsys.readouterr().err
 
 
+def test_check_of_a_metric_every_question_scored_alike_uses_the_rule_of_three():
+    """A sparse metric recorded as 0 on all 20 questions has the interval [0, 0]; a fresh run with one
+    question at 12.5 (mean 0.625) is no evidence of change: up to 1 - 0.05^(1/20) = 13.9% of the
+    questions may differ, so the mean may reach 13.9 on a 0-100 metric. Beyond that it moved; an
+    exact (retrieval) metric still has to match."""
+    import pandas as pd
+
+    from ragsweep.analysis.report import expected
+
+    ns = "ragchecker/generator/noise_sensitivity_in_relevant"
+    assert expected.same_value_interval(0.0, 20, 100.0)[:2] == pytest.approx((0.0, 13.91), abs=0.01)
+    assert expected.same_value_interval(1.0, 20, 1.0)[:2] == pytest.approx((0.861, 1.0), abs=0.001)
+    spec = {"expected": {"20": {"exact": ["retrieval/recall_at_k"], "systems": {"top_k=10": {
+        ns: {"mean": 0.0, "ci_low": 0.0, "ci_high": 0.0, "n": 20},
+        "retrieval/recall_at_k": {"mean": 0.9, "ci_low": 0.9, "ci_high": 0.9, "n": 20}}}}}}
+
+    def run(value, recall=0.9):
+        df = pd.DataFrame([{"top_k": "10", "limit": "20", ns: value, f"{ns}/n": 20,
+                            "retrieval/recall_at_k": recall, "retrieval/recall_at_k/n": 20}])
+        return expected.check(df, ["top_k"], spec)
+
+    problems, lines = run(0.625)
+    assert problems == [] and any("[0.000, 13.9]" in ln and "up to 13.9% of questions may differ" in ln for ln in lines), lines
+    problems, _ = run(20.0)
+    assert len(problems) == 1 and problems[0].startswith(f"top_k=10 {ns}: 20")
+    problems, _ = run(0.0, recall=0.85)  # exact: no widening
+    assert len(problems) == 1 and "recall_at_k" in problems[0]
+
+
 def test_context_window_lines_name_the_systems_whose_prompts_lost_chunks():
     from types import SimpleNamespace as NS
 
