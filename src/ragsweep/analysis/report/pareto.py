@@ -53,15 +53,20 @@ def _params(run: Any) -> dict[str, str]:
 
 
 def _labels(children: Sequence[Any]) -> dict[str, str]:
-    """A label per run: the short params that differ between the runs (the run name otherwise)."""
+    """A label per run: the short params that differ between the runs, then the logged keys that
+    tell apart runs the short params cannot (``model_format=q8_0``, as the report's tables do;
+    ``frame.distinguishing_keys``); the run name otherwise."""
+    from ragsweep.analysis.report.frame import distinguishing_keys
     from ragsweep.tracking import SHORT_PARAMS
 
     params = {c.info.run_id: _params(c) for c in children}
     varying = [p for p in SHORT_PARAMS if p != "limit" and len({ps.get(p) for ps in params.values()}) > 1]
+    extra = [k for k in distinguishing_keys(children) if k != "dataset.limit"]  # rungs: the note names them
     out = {}
     for c in children:
         ps = params[c.info.run_id]
-        out[c.info.run_id] = " ".join(f"{p}={ps.get(p)}" for p in varying) or (c.info.run_name or c.info.run_id[:8])
+        bits = [f"{p}={ps.get(p)}" for p in varying] + [f"{k.rsplit('.', 1)[-1]}={ps.get(k)}" for k in extra]
+        out[c.info.run_id] = " ".join(bits) or (c.info.run_name or c.info.run_id[:8])
     return out
 
 

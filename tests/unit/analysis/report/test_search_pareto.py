@@ -74,3 +74,14 @@ def test_identical_systems_are_all_tied_with_the_best():
     recs = {f"s{i}": _records(vals) for i in range(8)}
     pts = points(runs, recs, "ragchecker/overall/f1", "cost/calls")[0]
     assert sum(p.best for p in pts) == 1 and all(p.tied for p in pts)
+
+
+def test_runs_the_short_params_cannot_tell_apart_are_labelled_by_what_differs():
+    """Two weight formats of the same system (a knob without a short name): labelled
+    ``model_format=...`` as in the report's tables, not twice ``top_k=... `` or by run name."""
+    runs = [_run("a", 5, 10, f1=20.0), _run("b", 5, 10, f1=30.0), _run("c", 10, 10, f1=25.0)]
+    for r, fmt in zip(runs, ("q8_0", "f16", "q8_0")):
+        r.data.params["generator.server.model_format"] = fmt
+    labels = {p.run_id: p.label for p in points(runs, {}, "ragchecker/overall/f1", "cost/calls")[0]}
+    assert labels == {"a": "top_k=5 model_format=q8_0", "b": "top_k=5 model_format=f16",
+                      "c": "top_k=10 model_format=q8_0"}
