@@ -112,7 +112,16 @@ def to_query(row: Mapping[str, Any], i: int, lengths: Mapping[str, int], where: 
         doc = str((ctx or {}).get("doc_uri") or "")
         if doc not in lengths:
             raise DataError(f"{where}: {EXPECTED_CONTEXT}[{j}].doc_uri '{doc}' is not in the corpus")
-        start, end = ctx.get("start"), ctx.get("end")
-        spans.append(Span(doc, int(start or 0), int(end) if end is not None else lengths[doc]))
+        field = f"{where}: {EXPECTED_CONTEXT}[{j}]"
+        try:
+            start = int(ctx.get("start") or 0)
+            end = int(ctx["end"]) if ctx.get("end") is not None else lengths[doc]
+        except (TypeError, ValueError):
+            raise DataError(f"{field}: start and end must be character offsets (integers), got "
+                            f"start={ctx.get('start')!r}, end={ctx.get('end')!r}") from None
+        if not 0 <= start < end <= lengths[doc]:
+            raise DataError(f"{field}: the span [{start}, {end}) does not lie inside '{doc}' ({lengths[doc]} characters): "
+                            f"fix its start/end, or leave both out to mark the whole document relevant")
+        spans.append(Span(doc, start, end))
     qid = (row.get("tags") or {}).get(ID_TAG) or inputs.get("query_id") or row.get("dataset_record_id") or str(i)
     return Query(str(qid), question, str(gt) if gt is not None else None, tuple(spans))

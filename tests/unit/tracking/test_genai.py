@@ -18,7 +18,7 @@ from ragsweep.types import Dataset, Document, Query, Span
 DOCS = [Document("a.md", "Paris is the capital of France. It lies on the Seine."),
         Document("b.md", "Berlin is the capital of Germany.")]
 QUERIES = [Query("q1", "What is the capital of France?", "Paris", (Span("a.md", 0, 31),)),
-           Query("q2", "Which river runs through Paris?", "The Seine", (Span("a.md", 32, 54), Span("b.md", 0, 5))),
+           Query("q2", "Which river runs through Paris?", "The Seine", (Span("a.md", 32, 53), Span("b.md", 0, 5))),
            Query("q3", "An unanswered question?", None, ())]
 
 
@@ -40,6 +40,15 @@ def test_a_question_becomes_an_mlflow_record_and_back():
                  3, lengths, "record 3")
     with pytest.raises(DataError, match="no question"):
         to_query({"inputs": {"a": 1}}, 0, lengths, "x")
+    # a span that does not lie inside its document (edited in the MLflow UI, or made for another corpus)
+    for start, end in ((0, 34), (-1, 5), (5, 5), (20, 10)):
+        with pytest.raises(DataError, match=r"record 4: expected_retrieved_context\[0\]: the span \[.*\) does not lie "
+                                             r"inside 'b.md' \(33 characters\): fix its start/end"):
+            to_query({"inputs": {"question": "?"}, "expectations": {"expected_retrieved_context": [
+                {"doc_uri": "b.md", "start": start, "end": end}]}}, 4, lengths, "record 4")
+    with pytest.raises(DataError, match=r"start and end must be character offsets \(integers\), got start='two'"):
+        to_query({"inputs": {"question": "?"}, "expectations": {"expected_retrieved_context": [
+            {"doc_uri": "b.md", "start": "two", "end": 5}]}}, 4, lengths, "record 4")
     # the same questions give the same set name; another answer, another name
     assert genai.set_name("d", records) == genai.set_name("d", genai.question_records(QUERIES))
     other = genai.question_records([Query("q1", QUERIES[0].query, "Lyon", QUERIES[0].relevant)])
