@@ -100,7 +100,7 @@ def work(job: Job, dataset: Dataset, prompts: Prompts, name: str = "") -> Any:
     from ragsweep.rag.generator.client import extract_answer
     from ragsweep.rag.tokens import counter_for, estimate as rough
 
-    from ragsweep.rag.generator import generation_key
+    from ragsweep.rag.generator import generation_keys
 
     reqs = requests(job, prompts)
     tag = prompts.template.config.answer_tag
@@ -110,7 +110,7 @@ def work(job: Job, dataset: Dataset, prompts: Prompts, name: str = "") -> Any:
     evaluator = instantiate(cfg.evaluator) if has_judge(cfg) and price["judge"] is not None else None
     records = [{"query_id": q.query_id, "query": q.query, "gt_answer": q.gt_answer or "",
                 "retrieved_context": retrieved_context(prompts.hits[q.query_id])} for q in dataset.queries]
-    return Work(name=name, model=str(job.server.model_name), requests=reqs, keys=[generation_key(job.server, r) for r in reqs],
+    return Work(name=name, model=str(job.server.model_name), requests=reqs, keys=generation_keys(job.server, reqs),
                 records=records, answer_of=lambda t: extract_answer(t, tag) if tag else t.strip(), count=count,
                 exact=count is not rough, max_tokens=int(cfg.generator.max_tokens), generator_price=price["generation"],
                 evaluator=evaluator, judge_price=price["judge"])

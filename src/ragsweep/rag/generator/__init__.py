@@ -10,7 +10,7 @@ external endpoint, chosen by the ``generator`` config group.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ragsweep.rag.generator.client import (
     ChatClient,
@@ -50,6 +50,7 @@ __all__ = [
     "build_client",
     "build_server",
     "generation_key",
+    "generation_keys",
     "model_id",
     "extract_answer",
     "find_orphans",
@@ -162,9 +163,16 @@ def model_id(server: Any) -> Any:
 def generation_key(server: Any, req: ChatRequest, namespace: str = "generation") -> str:
     """The cache key a :func:`build_client` client of ``server`` stores ``req``'s answer under
     (the server need not be started)."""
+    return generation_keys(server, [req], namespace)[0]
+
+
+def generation_keys(server: Any, reqs: Sequence[ChatRequest], namespace: str = "generation") -> list[str]:
+    """:func:`generation_key` of each request, the server's model identity read once (a llama.cpp
+    server's takes ~10 ms: its weight format, build record and CPU variant)."""
     from ragsweep.store.cache import Cache
 
-    return Cache.key(namespace, model_id(server), req.key_fields())
+    ident = model_id(server)
+    return [Cache.key(namespace, ident, req.key_fields()) for req in reqs]
 
 
 def build_client(
