@@ -259,9 +259,14 @@ def level_label(param: str, val: Any) -> str:
     return value_label(param, val)
 
 
+def key_label(key: str, value: Any) -> str:
+    """A logged config key without a short name, as labels show it: ``model_format=q8_0``."""
+    return f"{key.rsplit('.', 1)[-1]}={value}"
+
+
 def system_label(row, params: Sequence[str]) -> str:
     """A run as its swept values (``k=5, bm25``), else its run name."""
-    bits = [value_label(p, row[p]) if p in SHORT_PARAMS else f"{p.rsplit('.', 1)[-1]}={row[p]}"
+    bits = [value_label(p, row[p]) if p in SHORT_PARAMS else key_label(p, row[p])
             for p in params if p in row and row[p] is not None]
     return ", ".join(bits) or str(row["run_name"])
 

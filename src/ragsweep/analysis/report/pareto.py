@@ -57,6 +57,7 @@ def _labels(children: Sequence[Any]) -> dict[str, str]:
     tell apart runs the short params cannot (``model_format=q8_0``, as the report's tables do;
     ``frame.distinguishing_keys``); the run name otherwise."""
     from ragsweep.analysis.report.frame import distinguishing_keys
+    from ragsweep.analysis.report.paired import key_label
     from ragsweep.tracking import SHORT_PARAMS
 
     params = {c.info.run_id: _params(c) for c in children}
@@ -65,7 +66,7 @@ def _labels(children: Sequence[Any]) -> dict[str, str]:
     out = {}
     for c in children:
         ps = params[c.info.run_id]
-        bits = [f"{p}={ps.get(p)}" for p in varying] + [f"{k.rsplit('.', 1)[-1]}={ps.get(k)}" for k in extra]
+        bits = [f"{p}={ps.get(p)}" for p in varying] + [key_label(k, ps.get(k)) for k in extra]
         out[c.info.run_id] = " ".join(bits) or (c.info.run_name or c.info.run_id[:8])
     return out
 
