@@ -235,13 +235,18 @@ def check_model_format(cache_dir: str, fmt: str | None = None, measure: bool = T
         from ragsweep.rag.generator.servers import format_choice
 
         earlier = format_choice.remembered(src)
-        if not measure and earlier is None:
-            return [Result(None, "model_format auto: the weight formats are not measured on this machine yet (the first "
-                                 "run does it, about 20 s; --no-server skips running the model)")]
+        if earlier is None:
+            if not measure:
+                return [Result(None, "model_format auto: the weight formats are not measured on this machine yet (the "
+                                     "first run does it, about a minute; --no-server skips running the model)")]
+            bg = format_choice.start_background(src, Path(cache_dir))
+            if bg is not None:
+                return [Result(None, f"model_format auto: measuring SmolLM2-135M's weight formats in the background "
+                                     f"(pid {bg['pid']}, about a minute, log {bg['log']}); the first run serves the "
+                                     f"fastest, waiting for the measurement if it is still under way")]
+            earlier = format_choice.remembered(src) or {}  # measured by another process meanwhile
         fmt = LlamaCppServer(cache_dir=cache_dir).effective_format()
-        when = (f"remembered from {earlier.get('measured_at', 'an earlier run')}" if earlier is not None
-                else f"measured now in {time.perf_counter() - t0:.1f}s")
-        chosen = f"the fastest here (model_format auto, {when})"
+        chosen = f"the fastest here (model_format auto, remembered from {earlier.get('measured_at', 'an earlier run')})"
         t0 = time.perf_counter()
     try:
         path, made = gguf_format.converted_model(src, fmt, Path(cache_dir))
@@ -259,7 +264,17 @@ def check_generation(timeout_s: float = 60, cache_dir: str | None = None) -> lis
     from ragsweep.rag.generator.client import ChatClient, ChatRequest
     from ragsweep.rag.generator.server import LlamaCppServer
 
-    server = LlamaCppServer(startup_timeout_s=timeout_s, cache_dir=cache_dir)
+    # the remembered fastest format, else the packaged file: the check never waits for the formats'
+    # measurement (check_model_format may have started it in the background)
+    from ragsweep.rag.generator.servers import format_choice
+    from ragsweep.rag.generator.servers.llamacpp import SMOLLM2, resolve_model_path
+
+    try:
+        earlier = format_choice.remembered(resolve_model_path(SMOLLM2))
+    except (FileNotFoundError, OSError):
+        earlier = None
+    fmt = earlier["choice"] if earlier else "source"
+    server = LlamaCppServer(startup_timeout_s=timeout_s, cache_dir=cache_dir, model_format=fmt)
     t0 = time.perf_counter()
     try:
         server.start()

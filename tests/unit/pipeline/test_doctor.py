@@ -5,6 +5,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -75,8 +76,22 @@ def test_doctor_passes_on_a_working_install(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert any(line.startswith("✓ llama.cpp build runs on this CPU: CPU backend ") for line in lines), proc.stdout
-    assert any(re.match(r"✓ llama.cpp serves SmolLM2-135M(-Instruct.Q4_1.gguf)? as .*the fastest here", line)
-               for line in lines), proc.stdout
+    # the weight formats: remembered from an earlier measurement, or measured in the background
+    # while the doctor goes on (not waited for: the doctor answers in seconds)
+    from ragsweep.rag.generator.servers import format_choice
+    from ragsweep.rag.generator.servers.llamacpp import SMOLLM2, resolve_model_path
+
+    fmt = [line for line in lines if "SmolLM2-135M" in line and "model_format auto" in line]
+    assert len(fmt) == 1, proc.stdout
+    if fmt[0].startswith("ℹ"):
+        assert "measuring SmolLM2-135M's weight formats in the background (pid " in fmt[0], fmt[0]
+        pid = int(re.search(r"pid (\d+)", fmt[0]).group(1))
+        deadline = time.monotonic() + 600
+        while format_choice.running(resolve_model_path(SMOLLM2)) is not None and time.monotonic() < deadline:
+            time.sleep(1)
+        assert format_choice.remembered(resolve_model_path(SMOLLM2)) is not None, f"pid {pid} left no choice"
+    else:
+        assert re.match(r"✓ llama.cpp serves SmolLM2-135M(-Instruct.Q4_1.gguf)? as .*the fastest here", fmt[0]), fmt[0]
     assert any(line.startswith("✓ llama.cpp server") and "16-token generation" in line for line in lines), proc.stdout
     assert any(line.startswith("✓ MLflow store sqlite:///mlruns/mlflow.db writable") for line in lines), proc.stdout
     assert any(line.startswith("ℹ model hub not contacted") for line in lines), proc.stdout
@@ -105,12 +120,20 @@ def test_doctor_line_for_the_served_weight_format(tmp_path, monkeypatch):
     monkeypatch.delenv("RAGSWEEP_GGUF_DIR", raising=False)
     monkeypatch.setattr(gguf_format.subprocess, "run", quantize)
     monkeypatch.setattr(format_choice, "choose", lambda source, cache_dir=None: "f16")  # this machine measured F16 fastest
-    monkeypatch.setattr(format_choice, "remembered", lambda source: None)  # measured by this check
+    monkeypatch.setattr(format_choice, "remembered", lambda source: None)  # not measured yet
+    started = []
+    monkeypatch.setattr(format_choice, "start_background", lambda source, cache_dir=None: started.append(cache_dir)
+                        or {"pid": 4242, "started": "now", "log": "/x/formats.log"})
+    # the doctor does not wait for the measurement: it starts it in the background and says so
     first = doctor.check_model_format(str(tmp_path / "cache"), measure=True)[0]
-    assert first.ok is True and first.what.startswith("llama.cpp serves SmolLM2-135M as F16 (the fastest here "
-                                                      "(model_format auto, measured now in "), first.what
-    assert "converted now in " in first.what and str(tmp_path / "cache" / "gguf") in first.what
+    assert first.ok is None and started == [tmp_path / "cache"], first.what
+    assert "measuring SmolLM2-135M's weight formats in the background (pid 4242" in first.what and "/x/formats.log" in first.what
+    assert "the first run serves the fastest" in first.what
+    quiet = doctor.check_model_format(str(tmp_path / "cache"), measure=False)[0]  # --no-server: not even that
+    assert quiet.ok is None and "not measured on this machine yet" in quiet.what and len(started) == 1
     monkeypatch.setattr(format_choice, "remembered", lambda source: {"choice": "f16", "measured_at": "2026-11-26 18:54:22"})
+    converted = doctor.check_model_format(str(tmp_path / "cache"))[0]
+    assert converted.ok is True and "converted now in " in converted.what and str(tmp_path / "cache" / "gguf") in converted.what
     second = doctor.check_model_format(str(tmp_path / "cache"))[0]
     assert second.ok is True and "cached conversion, llama.cpp's quantize API)" in second.what
     assert "(model_format auto, remembered from 2026-11-26 18:54:22)" in second.what  # not "measured in 0.0s"

@@ -17,6 +17,11 @@ listed first, then serves. The table and the choice are logged and remembered in
 version and build, a forced CPU variant and the model file, so another machine, build or model
 measures again; a file lock makes concurrent jobs of a sweep measure once and agree.
 
+``ragsweep-doctor`` does not wait for the measurement: it starts it in a process of its own
+(:func:`start_background`, at a lower priority, its log beside the choice) and answers in seconds;
+a run that needs the choice while that process measures waits for it (the same file lock), so the
+formats are measured once, and a first run started a minute after the doctor finds them measured.
+
 Answers differ between formats (greedy tokens change), so the run logs which format answered
 (``served/model_format``) and cached answers are keyed by it.
 """
@@ -143,13 +148,58 @@ def remembered(source: Path) -> dict[str, Any] | None:
     return rec if rec.get("choice") in CANDIDATES and rec.get("candidates") == list(CANDIDATES) else None
 
 
+def _running_path(source: Path, info: dict[str, Any] | None = None) -> Path:
+    return choice_dir() / f"{machine_key(source, info)}.running.json"
+
+
+def running(source: Path) -> dict[str, Any] | None:
+    """The background measurement of ``source``'s formats now under way ({pid, started, log}), or None."""
+    try:
+        rec = json.loads(_running_path(source).read_text())
+        os.kill(int(rec["pid"]), 0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return rec
+
+
+def start_background(source: Path, cache_dir: Path | None = None) -> dict[str, Any] | None:
+    """Measure ``source``'s formats in a process of its own (lower priority, its own session, its
+    output in ``<choice dir>/<machine key>.log``) unless they are remembered (None) or already being
+    measured (that process's record); returns at once with {pid, started, log}."""
+    if remembered(source) is not None:
+        return None
+    now = running(source)
+    if now is not None:
+        return now
+    info = machine()
+    key = machine_key(source, info)
+    log_path = choice_dir() / f"{key}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", __name__, "--choose", str(source)]
+    if cache_dir is not None:
+        cmd += ["--cache-dir", str(cache_dir)]
+    with open(log_path, "w") as out:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True, preexec_fn=lambda: os.nice(10))
+    rec = {"pid": proc.pid, "started": time.strftime("%Y-%m-%d %H:%M:%S"), "log": str(log_path)}
+    tmp = choice_dir() / f"{key}.running.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(rec) + "\n")
+    os.replace(tmp, _running_path(source, info))
+    return rec
+
+
 def choose(source: Path, cache_dir: Path | None = None, timeout_s: float = 300) -> str:
-    """The fastest format of ``source`` on this machine: remembered, else measured now."""
+    """The fastest format of ``source`` on this machine: remembered, else measured now (or, while
+    a background measurement holds the lock, its result once it is done)."""
     rec = remembered(source)
     if rec is not None:
         return rec["choice"]
     info = machine()
     path = choice_dir() / f"{machine_key(source, info)}.json"
+    other = running(source)
+    if other is not None and other["pid"] != os.getpid():
+        log.info("model_format auto: waiting for the weight formats' measurement under way since %s (pid %s, "
+                 "log %s)", other["started"], other["pid"], other["log"])
     with _locked(path.with_suffix(".lock")):
         rec = remembered(source)  # another job measured while this one waited
         if rec is not None:
@@ -226,5 +276,26 @@ def probe(files: dict[str, str], rounds: int = ROUNDS) -> dict[str, Any]:
     return {"table": best, "variant": variant}
 
 
+def _choose_main(argv: list[str]) -> int:
+    """``python -m ...format_choice --choose SOURCE [--cache-dir DIR]``: the background measurement."""
+    import argparse
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--choose", required=True)
+    p.add_argument("--cache-dir")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    source = Path(args.choose)
+    try:
+        choose(source, Path(args.cache_dir) if args.cache_dir else None)
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            if json.loads(_running_path(source).read_text()).get("pid") == os.getpid():
+                _running_path(source).unlink()
+    return 0
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--choose"]:
+        sys.exit(_choose_main(sys.argv[1:]))
     print(json.dumps(probe(json.loads(sys.argv[1]))))

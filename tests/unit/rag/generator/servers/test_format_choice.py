@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -120,3 +124,76 @@ def test_a_choice_remembered_from_another_candidate_set_is_measured_again(measur
     path.write_text(json.dumps(old))
     assert format_choice.remembered(src) is None
     assert format_choice.choose(src) == "f16" and len(calls) == 2
+
+
+def test_a_background_measurement_is_started_once_and_not_when_remembered(measured, monkeypatch):
+    src, calls = measured
+    started = []
+
+    class FakePopen:
+        def __init__(self, cmd, **kw):
+            started.append((cmd, kw))
+            self.pid = os.getpid()  # alive for as long as this test runs
+
+    monkeypatch.setattr(format_choice.subprocess, "Popen", FakePopen)
+    rec = format_choice.start_background(src, Path("/tmp/cache"))
+    assert rec["pid"] == os.getpid() and rec["log"].endswith(".log")
+    (cmd, kw), = started
+    assert cmd[1:] == ["-m", format_choice.__name__, "--choose", str(src), "--cache-dir", "/tmp/cache"]
+    assert kw["start_new_session"] and kw["stdin"] is format_choice.subprocess.DEVNULL
+    assert format_choice.running(src) == rec
+    assert format_choice.start_background(src) == rec and len(started) == 1  # under way: not a second one
+    format_choice.choose(src)  # measured (here, in this process): remembered from now on
+    format_choice._running_path(src).unlink()
+    assert format_choice.start_background(src) is None and len(started) == 1
+
+
+def test_a_stale_running_record_is_ignored(measured):
+    src, _ = measured
+    path = format_choice._running_path(src)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    path.write_text(json.dumps({"pid": int(dead.stdout), "started": "then", "log": "x.log"}))
+    assert format_choice.running(src) is None
+
+
+def test_a_run_waits_for_the_measurement_under_way_and_says_so(measured, caplog):
+    """choose() while the doctor's background process holds the lock: it waits, then takes the
+    background's choice without measuring again."""
+    src, calls = measured
+    path = format_choice._running_path(src)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"pid": os.getppid(), "started": "12:00:00", "log": "m.log"}))
+    key = format_choice.machine_key(src)
+    held, done = threading.Event(), threading.Event()
+
+    def background():  # what the background process does: measure under the lock, remember
+        with format_choice._locked(format_choice.choice_dir() / f"{key}.lock"):
+            held.set()
+            done.wait(5)
+            (format_choice.choice_dir() / f"{key}.json").write_text(
+                json.dumps({"choice": "q8_0", "candidates": list(format_choice.CANDIDATES)}))
+
+    t = threading.Thread(target=background)
+    t.start()
+    held.wait(5)
+    timer = threading.Timer(0.3, done.set)
+    timer.start()
+    with caplog.at_level(logging.INFO, logger=format_choice.__name__):
+        assert format_choice.choose(src) == "q8_0"
+    t.join()
+    assert calls == []  # measured once, by the background
+    assert "waiting for the weight formats' measurement under way since 12:00:00" in caplog.text
+
+
+def test_the_background_measurement_fails_cleanly(tmp_path, monkeypatch):
+    """A file that is no model: the background process exits non-zero, says why in its log, and
+    leaves no running record and no choice behind."""
+    monkeypatch.setenv(format_choice.ENV_DIR, str(tmp_path / "choices"))
+    src = tmp_path / "broken.gguf"
+    src.write_bytes(b"no model")
+    rec = format_choice.start_background(src, tmp_path / "cache")
+    os.waitpid(rec["pid"], 0)
+    assert format_choice.running(src) is None and not format_choice._running_path(src).exists()
+    assert format_choice.remembered(src) is None
+    assert "Error" in Path(rec["log"]).read_text()
