@@ -52,6 +52,8 @@ def test_a_tol_at_or_above_the_range_is_refused_not_p_zero():
             bounded.within_p([0.0], tol, 1.0)
         with pytest.raises(bounded.RangeError, match="at or above the range"):
             bounded.beyond_p([0.0], tol, 1.0)
+    for tol in (0.5, 0.9, 0.999999):  # just below the range: valid, and never from fewer than 4 questions
+        assert bounded.within_p([0.0] * 3, tol, 1.0) >= 0.05 and bounded.n_for([0.0], tol, 1.0) >= 4
     one = _direction([[50.0], [50.0]], "flat", tol=100.0)  # one question, tol = the whole range of CR
     assert one.verdict == NOT_TESTABLE and one.verdict != REPRODUCED
     assert "tol 100 is at or above the range 100" in one.detail

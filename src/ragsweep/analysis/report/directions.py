@@ -311,9 +311,10 @@ def directions_markdown(verdicts: Sequence[Verdict], runs: SweepRuns, spec_sourc
         f"- REPRODUCED: every step goes the expected way and is significant (Holm-adjusted p < {ALPHA}); for "
         "'barely moves', every step's 95% betting interval of the mean difference (valid on the metric's range "
         "[-scale, +scale] whatever the distribution of differences) lies inside ±tol (default 2% of the scale), "
-        "Holm-adjusted with the rest. No verdict but NO DATA or NOT SIGNIFICANT is possible below "
+        "Holm-adjusted with the rest. No verdict but NO DATA, NOT TESTABLE or NOT SIGNIFICANT is possible below "
         f"{stats.min_n(ALPHA)} questions: the test cannot reach alpha there; 'barely moves' needs far more (at the "
-        f"default tol, {zero_n()} questions whose differences are all 0).",
+        f"default tol, {zero_n()} questions whose differences are all 0; fewer only at a tol near the scale, "
+        f"{zero_n(0.9)} at 90% of it).",
         "- CONTRADICTED: some step goes the other way, significantly; for 'barely moves', some step's interval "
         "lies outside ±tol (Holm-adjusted), not merely away from 0.",
         "- SAME DIRECTION, NOT SIGNIFICANT: the observed change goes the expected way (net over the steps) but not "
