@@ -140,3 +140,38 @@ def test_the_readme_is_short_and_its_links_exist():
             assert (ROOT / target).exists(), f"README links to {target}, which is not there"
     for command in ("bash scripts/setup.sh", "ragsweep dataset.limit=20", "\n    pytest\n", "mkdocs build --strict"):
         assert command in readme
+
+
+def _resolves(name: str) -> bool:
+    """``a.b.c`` is a module, or an attribute path inside the longest prefix that is one."""
+    import importlib
+
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        mod = ".".join(parts[:cut])
+        try:
+            found = importlib.util.find_spec(mod) is not None
+        except ModuleNotFoundError:
+            found = False
+        if found:
+            obj = importlib.import_module(mod)
+            for p in parts[cut:]:
+                if not hasattr(obj, p):
+                    return False
+                obj = getattr(obj, p)
+            return True
+    return False
+
+
+def test_the_statistics_page_names_only_paths_and_modules_that_exist():
+    """docs/statistics.md says where each rule lives: every file path and ``ragsweep.*`` name it
+    gives exists (issue 50: it named module paths the package had moved away from)."""
+    text = (ROOT / "docs" / "statistics.md").read_text(encoding="utf-8")
+    files = set(re.findall(r"`((?:src|tests|experiments|docs|scripts)/[\w./-]+\.(?:py|md|json))`", text))
+    missing = sorted(f for f in files if not (ROOT / f).exists())
+    absent = sorted(n for n in set(re.findall(r"`(ragsweep(?:\.\w+)+)", text)) if not _resolves(n))
+    bare = sorted(set(re.findall(r"`([\w/]+\.py)`", text)) - files)
+    assert not missing, f"docs/statistics.md names files that do not exist: {missing}"
+    assert not absent, f"docs/statistics.md names modules that do not exist: {absent}"
+    assert not bare, f"docs/statistics.md names files without their path from the repository root: {bare}"
+    assert len(files) >= 8  # the check read the page's paths

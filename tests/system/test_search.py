@@ -67,7 +67,7 @@ def test_rung_drops_significantly_worse_and_ranked_out_systems_only():
         Entry("much_worse", _vals(0.40, seed=4)),  # significantly worse than the best
         Entry("failed", None, error="boom"),
     ]
-    ds = {d.system: d for d in decide_rung(entries, keep=2)}
+    ds = {d.system: d for d in decide_rung(entries, keep=2, scale=1.0)}
     assert ds["best"].decision == "best" and ds["best"].rank == 1
     assert ds["tied_high"].decision == "promoted"
     assert ds["tied_low"].decision == "dropped:ranked_out"
@@ -87,19 +87,19 @@ def test_systems_tied_at_the_cut_off_share_a_rank_and_are_all_kept():
 
 def test_significantly_worse_is_dropped_even_when_ranked_in():
     entries = [Entry("a", _vals(0.9, seed=1)), Entry("b", _vals(0.3, seed=2))]
-    ds = {d.system: d.decision for d in decide_rung(entries, keep=2)}
+    ds = {d.system: d.decision for d in decide_rung(entries, keep=2, scale=1.0)}
     assert ds == {"a": "best", "b": "dropped:worse"}
 
 
 def test_lower_is_better_objective_and_final_rung_tie_set():
     entries = [Entry("cheap", _vals(1.0, seed=1)), Entry("close", _vals(1.01, seed=2)), Entry("dear", _vals(5.0, seed=3))]
-    ds = {d.system: d.decision for d in decide_rung(entries, keep=1, higher_is_better=False, final=True)}
+    ds = {d.system: d.decision for d in decide_rung(entries, keep=1, higher_is_better=False, final=True, scale=10.0)}
     assert ds == {"cheap": "best", "close": "tied", "dear": "dropped:worse"}
 
 
 def test_rungs_markdown_and_json():
     rung = {"rung": 0, "limit": 20, "fidelity": "dataset.limit", "objective": "ragchecker/overall/f1", "keep": 1,
-            "final": False, "decisions": decide_rung([Entry("a", _vals(0.9)), Entry("b", _vals(0.2, seed=5))], keep=1)}
+            "final": False, "decisions": decide_rung([Entry("a", _vals(0.9)), Entry("b", _vals(0.2, seed=5))], keep=1, scale=1.0)}
     md = search.rungs_markdown([rung])
     assert "Rung 0: 20 questions, 2 systems, 1 kept" in md and "dropped:worse" in md
     back = json.loads(search.rungs_json([rung]))

@@ -18,9 +18,10 @@ class HalvingSweeperConf:
     keep: float = 0.3333333333333333
     # the objective the promotion ranks and tests; null: the first of sweep.objectives
     objective: Optional[str] = None
-    # the chance of dropping, at any rung of the whole sweep, a system whose true mean is the best: each
-    # rung tests at alpha / len(rungs) (ragsweep.analysis.best.drop_p, studentized paired comparisons: no
-    # equal variances or exchangeability assumed); measured in experiments/sim_halving_sweep.py
+    # the chance of dropping, at any rung of the whole sweep, a system whose true mean is the best: the
+    # rungs planned to hold two systems or more share it (ragsweep.analysis.search.rung_alphas), each
+    # testing by betting on the objective's known range (ragsweep.analysis.best.bounded_drop_p: valid at
+    # every n, whatever the distribution); measured in experiments/sim_halving_sweep.py
     alpha: float = 0.05
     # jobs handed to the launcher at once (null: a whole rung)
     max_batch_size: Optional[int] = None

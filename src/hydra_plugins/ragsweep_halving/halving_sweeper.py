@@ -4,11 +4,13 @@ Rung ``i`` runs every surviving system with ``<fidelity>=rungs[i]`` (by default
 ``dataset.limit``: 20 -> 60 -> 180 questions), through the configured launcher, as ordinary
 child runs of the sweep's parent run. After each rung :func:`ragsweep.analysis.search.decide_rung` keeps
 the systems that are neither significantly worse than another system of the rung (comparison with
-the best over the questions every system of the rung scored: studentized paired comparisons,
-:func:`ragsweep.analysis.best.drop_p`) nor ranked out (below ``ceil(keep * n)``). The sweep's
-``alpha`` is spent across the rungs: each tests at ``alpha / len(rungs)``, so the chance that a
-system whose true mean is the best is dropped as worse anywhere in the sweep is at most about
-``alpha`` (Bonferroni over the rungs). Per-question values come back in each job's
+the best over the questions every system of the rung scored: betting tests of the paired
+differences on the objective's range from the metric registry, :func:`ragsweep.analysis.best.bounded_drop_p`,
+valid at every n whatever their distribution; an objective without a known range drops none as
+worse) nor ranked out (below ``ceil(keep * n)``). The sweep's ``alpha`` is spent across the rungs
+planned to hold two systems or more (:func:`ragsweep.analysis.search.rung_alphas`; a last rung of
+one system tests nothing and gets none), so the chance that a system whose true mean is the best
+is dropped as worse anywhere in the sweep is at most ``alpha`` (Bonferroni over the rungs). Per-question values come back in each job's
 return value (or, for a system a resumed sweep skipped, from its ``records.json``).
 
 Every rung's decisions go to the parent run: the artifact ``rungs.json``, the tag
@@ -53,8 +55,8 @@ class HalvingSweeper(Sweeper):
             raise ValueError(f"hydra.sweeper.keep ({self.keep}) must be a fraction in (0, 1]")
         if not 0 < self.alpha < 1:
             raise ValueError(f"hydra.sweeper.alpha ({self.alpha}) must be in (0, 1): the sweep's chance of dropping a best system")
-        #: each rung's share of the sweep's alpha (Bonferroni over the rungs)
-        self.rung_alpha = self.alpha / len(self.rungs)
+        #: each rung's share of the sweep's alpha, set when the sweep knows its systems (rung_alphas)
+        self.rung_alpha_plan: list[float] = []
         self.config: Optional[DictConfig] = None
         self.launcher: Any = None
         self.hydra_context: Optional[HydraContext] = None
@@ -93,6 +95,8 @@ class HalvingSweeper(Sweeper):
         alive = self.systems(arguments)
         log.info("successive halving: %d systems, rungs %s=%s, keep %.2f, objective %s (%s)",
                  len(alive), self.fidelity, self.rungs, self.keep, objective, "max" if hib else "min")
+        scale = search.objective_range(objective)
+        self.rung_alpha_plan = self.rung_alphas(len(alive))
         returns_all = []
         for i, limit in enumerate(self.rungs):
             final = i == len(self.rungs) - 1
@@ -101,9 +105,11 @@ class HalvingSweeper(Sweeper):
             returns_all.append(rets)
             entries = [self._entry(ov, ret, objective) for ov, ret in zip(alive, rets)]
             keep_n = max(1, math.ceil(self.keep * len(entries)))
-            decisions = search.decide_rung(entries, keep=keep_n, alpha=self.rung_alpha, higher_is_better=hib, final=final)
+            alpha = self.rung_alpha_plan[i]
+            decisions = search.decide_rung(entries, keep=keep_n, alpha=alpha, higher_is_better=hib, final=final,
+                                           scale=scale)
             self.rung_log.append({"rung": i, "limit": limit, "fidelity": self.fidelity, "objective": objective,
-                                  "keep": keep_n, "final": final, "alpha": self.rung_alpha, "sweep_alpha": self.alpha,
+                                  "keep": keep_n, "final": final, "alpha": alpha, "sweep_alpha": self.alpha, "scale": scale,
                                   "decisions": decisions})
             self._log_rungs()
             survivors = set(search.promoted(decisions))
@@ -114,6 +120,13 @@ class HalvingSweeper(Sweeper):
             # (one system left still runs the remaining rungs: the full-fidelity figure)
             alive = [ov for ov in alive if self.labels.get(" ".join(ov), " ".join(ov)) in survivors]
         return returns_all
+
+    def rung_alphas(self, systems: int) -> list[float]:
+        """Each rung's share of ``alpha`` for a sweep of ``systems`` (:func:`ragsweep.analysis.search.rung_alphas`:
+        only the rungs planned to hold two systems or more test, and they share it)."""
+        from ragsweep.analysis import search
+
+        return search.rung_alphas(systems, len(self.rungs), self.keep, self.alpha)
 
     def _launch(self, batch: list[list[str]]) -> list[Any]:
         size = self.max_batch_size or len(batch)

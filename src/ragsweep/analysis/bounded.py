@@ -48,7 +48,13 @@ METHOD = "betting CI (Waudby-Smith & Ramdas 2023)"
 
 
 class RangeError(ValueError):
-    """A value outside the stated range: the interval's guarantee needs every value inside it."""
+    """No known range, a value outside it, or a tolerance at or above it: the interval's guarantee
+    needs every value inside a finite range, and a tolerance that covers the whole range tests nothing."""
+
+
+class MissingValueError(ValueError):
+    """A NaN among the values: a failed or undefined question must be left out (and counted) by the
+    caller before the interval is taken, never averaged in."""
 
 
 @dataclass(frozen=True)
@@ -66,8 +72,12 @@ class BoundedInterval:
 
 def _unit(d: Sequence[float], r: float) -> np.ndarray:
     x = np.asarray(d, dtype=float)
-    if not (r > 0 and math.isfinite(r)):
+    if r is None or not (r > 0 and math.isfinite(r)):
         raise RangeError(f"range {r!r}: a betting interval needs a finite positive range (the metric's scale)")
+    missing = int(np.isnan(x).sum())
+    if missing:
+        raise MissingValueError(f"{missing} of {x.size} values are NaN: leave the failed or undefined questions out "
+                                "(ragsweep.analysis.stats.finite) and count them before taking a betting interval")
     worst = float(np.max(np.abs(x))) if x.size else 0.0
     if worst > r * (1 + 1e-9):
         raise RangeError(f"a value of {worst:g} lies outside [-{r:g}, +{r:g}]: the metric registry's scale is too small "
@@ -125,6 +135,13 @@ def interval(d: Sequence[float], range: float, *, alpha: float = ALPHA) -> Bound
     return BoundedInterval(float(np.mean(d)), to(low), to(high), n, range, 1 - alpha)
 
 
+def _check_tol(tol: float, range: float) -> None:
+    if math.isfinite(range) and tol >= range:
+        raise RangeError(f"tol {tol:g} is at or above the range {range:g}: every mean difference of values in "
+                         f"[-{range:g}, +{range:g}] lies within it, so 'barely moves' at this tol tests nothing "
+                         "(give a tol below the metric's scale)")
+
+
 def _capitals(d: Sequence[float], tol: float, range: float, alpha: float) -> tuple[float, float, float, float]:
     """log K+ and log K- at the two margins -tol and +tol (on the unit scale)."""
     x = _unit(d, range)
@@ -139,22 +156,39 @@ def _p(log_k: float, weight: float) -> float:
 
 def within_p(d: Sequence[float], tol: float, range: float, *, alpha: float = ALPHA) -> float:
     """p of H0 "|mean| >= tol" (equivalence): ``max(2 / K-(+tol), 2 / K+(-tol))``. Below alpha
-    exactly when the ``1 - alpha`` interval lies inside ``(-tol, +tol)``."""
+    exactly when the ``1 - alpha`` interval lies inside ``(-tol, +tol)``. Raises :class:`RangeError`
+    (no finite range, a value outside it, or ``tol >= range``) and :class:`MissingValueError` (a NaN)."""
+    _unit(d, range)
+    _check_tol(tol, range)
     if not (tol > 0) or len(d) == 0:
         return 1.0
-    if tol >= range:
-        return 0.0 if len(d) else 1.0  # every mean of values in [-range, range] is within
     up_lo, _, _, down_hi = _capitals(d, tol, range, alpha)
     return max(_p(down_hi, 1 - THETA), _p(up_lo, THETA))
 
 
 def beyond_p(d: Sequence[float], tol: float, range: float, *, alpha: float = ALPHA) -> float:
     """p of H0 "|mean| <= tol": ``min(2 / K+(+tol), 2 / K-(-tol))``, so that either side counts and
-    both together hold the level. Below alpha exactly when the interval lies outside ``[-tol, +tol]``."""
-    if len(d) == 0 or tol >= range:
+    both together hold the level. Below alpha exactly when the interval lies outside ``[-tol, +tol]``.
+    Raises as :func:`within_p` does."""
+    _unit(d, range)
+    _check_tol(tol, range)
+    if len(d) == 0:
         return 1.0
     _, down_lo, up_hi, _ = _capitals(d, max(tol, 0.0), range, alpha)
     return min(_p(up_hi, THETA), _p(down_lo, 1 - THETA))
+
+
+def greater_p(d: Sequence[float], range: float, *, alpha: float = ALPHA) -> float:
+    """One-sided p of H0 "mean <= 0" for values in ``[-range, +range]``: ``1 / K+(0)``, the capital
+    of the gambler betting that the mean is above 0 (no hedge: one side), with bets tuned for a test
+    at ``alpha`` (``log(1 / alpha)`` in place of ``log(2 / alpha)``). Under H0 the capital is a
+    nonnegative supermartingale from 1, so ``P(p <= a) <= a`` for every a, at every n, whatever the
+    distribution inside the range - rare large jumps included. Raises as :func:`within_p` does."""
+    x = _unit(d, range)
+    if x.size == 0:
+        return 1.0
+    log_k = _log_up(x, _bets(x, 2 * alpha), 0.5)
+    return _p(log_k, 1.0)
 
 
 def n_for(d: Sequence[float], tol: float, range: float, test: str = "within", *, alpha: float = ALPHA) -> int | None:
@@ -164,8 +198,10 @@ def n_for(d: Sequence[float], tol: float, range: float, test: str = "within", *,
     side of tol (no number of such questions shows it) or more than :data:`N_MAX` would be needed."""
     if test not in ("within", "beyond"):
         raise ValueError(f"test must be 'within' or 'beyond', not {test!r}")
+    x = _unit(d, range)  # refuses what within_p / beyond_p refuse
+    _check_tol(tol, range)
     x = np.asarray(d, dtype=float)
-    if x.size == 0 or not math.isfinite(range):
+    if x.size == 0:
         return None
     inside = abs(float(x.mean())) < tol
     if inside != (test == "within") or (test == "beyond" and abs(float(x.mean())) == tol):

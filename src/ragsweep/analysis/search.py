@@ -12,10 +12,12 @@
   for several objectives, unless the command line sets them.
 - :func:`decide_rung`: successive-halving promotion with paired statistics: the systems are ranked
   by their means over the questions they all scored; a system is dropped when some other system is
-  shown better (comparison with the best by studentized paired comparisons,
-  :func:`ragsweep.analysis.best.drop_p`: no exchangeability or equal variances assumed) or ranked
-  out (below the best ``keep`` fraction); every other system is promoted. The halving sweeper
-  spends its ``alpha`` across the rungs (``alpha / rungs`` each), so the level holds for the sweep.
+  shown better (comparison with the best by betting tests of the paired differences on the
+  objective's known range, :func:`ragsweep.analysis.best.bounded_drop_p`: valid at every n whatever
+  the distribution of the differences; an objective without a known range drops no system as
+  worse) or ranked out (below the best ``keep`` fraction); every other system is promoted. The
+  halving sweeper spends its ``alpha`` across the rungs that test (:func:`rung_alphas`: a rung
+  planned to hold one system gets none), so the level holds for the sweep.
 """
 
 from __future__ import annotations
@@ -47,6 +49,33 @@ def objectives(cfg: Any) -> list[str]:
     if not found:
         return [DEFAULT_OBJECTIVE]
     return [str(found)] if isinstance(found, str) else [str(x) for x in found]
+
+
+def objective_range(name: str) -> float | None:
+    """The objective's values' range ``[0, scale]`` from the metric registry; None for a metric it
+    does not know or gives no finite scale (``cost/*``, ``time/*``, counts): no system is then
+    dropped as worse (no test of a mean is valid at small n without a known range)."""
+    from ragsweep.judge.metrics import registry
+
+    m = registry.find(name)
+    if m is None or not (math.isfinite(float(m.scale)) and float(m.scale) > 0):
+        return None
+    return float(m.scale)
+
+
+def rung_alphas(systems: int, rungs: int, keep: float, alpha: float) -> list[float]:
+    """Each rung's share of the sweep's ``alpha``: rung sizes planned as ``systems``, then
+    ``max(1, ceil(keep * size))``; the rungs planned to hold two systems or more (the ones that
+    test) share ``alpha`` equally (Bonferroni), a rung planned to hold one gets 0 (it has nothing
+    to compare; should ties at a cut-off bring it a second system, that one is "tied", never
+    dropped). 16 systems, keep 1/3, three rungs: 16 / 6 / 2, alpha / 3 each; 4 systems: 4 / 2 / 1,
+    alpha / 2, alpha / 2, 0."""
+    sizes, n = [], max(1, int(systems))
+    for _ in range(rungs):
+        sizes.append(n)
+        n = max(1, math.ceil(keep * n))
+    testing = sum(1 for x in sizes if x >= 2)
+    return [alpha / testing if x >= 2 else 0.0 for x in sizes] if testing else [0.0] * rungs
 
 
 def higher_is_better(name: str) -> bool:
@@ -174,7 +203,7 @@ class Decision:
     rank: int | None
     diff_vs_best: float | None
     p: float | None  # paired sign-flip p against the best (for reading; not what decides)
-    p_adj: float | None  # comparison-with-the-best p (:func:`ragsweep.analysis.best.drop_p`): what decides
+    p_adj: float | None  # comparison-with-the-best p (:func:`ragsweep.analysis.best.bounded_drop_p`): what decides
     decision: str  # best | promoted | tied | dropped:worse | dropped:ranked_out | dropped:failed
     cost: dict[str, float] = field(default_factory=dict)
 
@@ -197,17 +226,21 @@ def shared_questions(entries: Sequence[Entry]) -> list[str]:
 
 
 def decide_rung(entries: Sequence[Entry], *, keep: int, alpha: float = 0.05, higher_is_better: bool = True,
-                final: bool = False, resamples: int | None = None, seed: int = 0) -> list[Decision]:
+                final: bool = False, scale: float | None = None, resamples: int | None = None,
+                seed: int = 0) -> list[Decision]:
     """Rank the rung's systems by their mean over the questions they all scored, and compare each
-    with the others by :func:`ragsweep.analysis.best.drop_p` (a system whose true mean is the
-    largest is dropped with probability at most about ``alpha``, whatever the other systems' means
-    and spreads). Not final: the best and every system ranked within ``keep`` that is not
+    with the others by :func:`ragsweep.analysis.best.bounded_drop_p` on the objective's range
+    ``[0, scale]`` (a system whose true mean is the largest is dropped with probability at most
+    ``alpha``, at every n, whatever the other systems' means and the distribution of the
+    differences). Not final: the best and every system ranked within ``keep`` that is not
     significantly worse are promoted. Final: the best and the systems not significantly worse are
-    marked ``best`` / ``tied``. Without a question every system scored, systems are ranked by their
-    own means and none is dropped as worse. ``alpha`` is this rung's share of the sweep's level."""
+    marked ``best`` / ``tied``. No system is dropped as worse (p None) without a question every
+    system scored, without a known range (``scale`` None), with a value outside it, or with no
+    ``alpha`` for this rung. ``alpha`` is this rung's share of the sweep's level (:func:`rung_alphas`).
+    ``resamples`` and ``seed``: unused (the sign-flip test they tuned is no longer what decides)."""
     import numpy as np
 
-    from ragsweep.analysis import stats
+    from ragsweep.analysis import bounded, stats
     from ragsweep.analysis import best as mcb
 
     ok = [e for e in entries if e.values is not None and math.isfinite(_mean(e.values))]
@@ -217,8 +250,12 @@ def decide_rung(entries: Sequence[Entry], *, keep: int, alpha: float = 0.05, hig
     if qs:
         mat = np.asarray([[float(e.values[q]) for q in qs] for e in ok])  # type: ignore[index]
         means = {e.system: float(row.mean()) for e, row in zip(ok, mat)}
-        p_best = mcb.drop_p(sign * mat, resamples=resamples or mcb.RESAMPLES, seed=seed) \
-            if len(ok) > 1 else np.ones(len(ok))
+        p_best = np.full(len(ok), np.nan)
+        if len(ok) > 1 and scale is not None and alpha > 0:
+            try:
+                p_best = mcb.bounded_drop_p(sign * mat, scale, alpha=alpha)
+            except bounded.RangeError as exc:  # a value outside the stated range: no valid test
+                log.warning("halving: no system dropped as worse: %s", exc)
         p_adj = {e.system: float(p) for e, p in zip(ok, p_best)}
         n_of = {e.system: len(qs) for e in ok}
     else:  # nothing shared: no paired comparison is possible
@@ -285,8 +322,12 @@ def rungs_markdown(rungs: Sequence[Mapping[str, Any]]) -> str:
         def p_adj(d: Any) -> Any:  # rungs.json written before comparison with the best held "p_holm"
             return d.get("p_adj", d.get("p_holm")) if isinstance(d, dict) else d.p_adj
         kept = sum(1 for d in ds if get(d, "decision") in ("best", "promoted", "tied"))
-        level = f"; worse at p < {r['alpha']:.3g}" + (f" (the sweep's {r['sweep_alpha']:.3g} over its rungs)"
+        level = f"; worse at p < {r['alpha']:.3g}" + (f" (the sweep's {r['sweep_alpha']:.3g} over its rungs that test)"
                                                        if r.get("sweep_alpha") else "") if r.get("alpha") else ""
+        if "scale" in r and r.get("scale") is None:
+            level = "; worse: not testable (the objective has no known range), ranked only"
+        elif "alpha" in r and not r.get("alpha"):
+            level = "; worse: not tested (a rung planned to hold one system has no share of alpha)"
         lines += [f"### Rung {r['rung']}: {r['limit']} questions, {len(ds)} systems, {kept} kept"
                   + (" (final" if r.get("final") else f" (keep at most {r.get('keep')}") + level + ")", "",
                   "| rank | system | mean | n | diff vs best | p (vs best, MCB) | decision |", "|---|---|---|---|---|---|---|"]

@@ -1,8 +1,10 @@
 """Paper directions: each direction a paper reports (``sweep.directions`` of the experiment config)
 marked REPRODUCED, CONTRADICTED, SAME DIRECTION, NOT SIGNIFICANT, OPPOSITE DIRECTION, NOT
-SIGNIFICANT or NO DATA, with the numbers. The rules are in :data:`RULES` (and docs/statistics.md,
-section 4); a metric's scale (for the default tolerance of ``flat`` and the range of its "barely
-moves" interval) comes from the metric registry."""
+SIGNIFICANT, NOT TESTABLE or NO DATA, with the numbers. The rules are in :data:`RULES` (and
+docs/statistics.md, section 4); a metric's range (for the default tolerance of ``flat`` and the
+range of its "barely moves" interval) comes from the metric registry: a "barely moves" direction
+on a metric without a known range (or with a tol at or above it, or values outside it) is NOT
+TESTABLE, whatever the number of questions."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from typing import Any, Sequence
 from typing import Mapping
 
 from ragsweep.analysis import stats
-from ragsweep.analysis.report.frame import ReportError, _same, fmt, metric_scale, values_of, value_label
+from ragsweep.analysis.report.frame import ReportError, _same, fmt, metric_range, values_of, value_label
 from ragsweep.analysis.report.paired import RULES, UNTESTABLE, compare, level_values, p_text
 from ragsweep.analysis.report.table import _md_cell
 from ragsweep.tracking import SweepRuns
@@ -23,9 +25,12 @@ SAME_NS = "SAME DIRECTION, NOT SIGNIFICANT"
 OPPOSITE_NS = "OPPOSITE DIRECTION, NOT SIGNIFICANT"
 CONTRADICTED = "CONTRADICTED"
 NO_DATA = "NO DATA"
-VERDICTS = (REPRODUCED, SAME_NS, OPPOSITE_NS, CONTRADICTED, NO_DATA)
-# the names of the verdicts before they carried statistics (kept for code that imports them)
-NOT_REPRODUCED, NOT_TESTABLE = CONTRADICTED, NO_DATA
+#: no valid test of the expectation exists on this metric (no known range, a tol covering the whole
+#: range, or values outside it): more questions would not help
+NOT_TESTABLE = "NOT TESTABLE"
+VERDICTS = (REPRODUCED, SAME_NS, OPPOSITE_NS, CONTRADICTED, NOT_TESTABLE, NO_DATA)
+# the name of CONTRADICTED before the verdicts carried statistics (kept for code that imports it)
+NOT_REPRODUCED = CONTRADICTED
 ALPHA = 0.05
 
 
@@ -57,7 +62,7 @@ class Verdict:
         power = "" if power == "-" else (f", no finite n for {goal}" if power == "no finite n"
                                          else f", ~{power} questions for {goal}")
         stat = f" (p={p_text(self.p)}, n={self.n}{power})" if self.p is not None else ""
-        why = f" ({self.detail})" if self.detail and self.verdict == NO_DATA else ""
+        why = f" ({self.detail})" if self.detail and self.verdict in (NO_DATA, NOT_TESTABLE) else ""
         paper = f" [paper: {self.paper}]" if self.paper else ""
         return f"{self.metric}: {obs}{self.expected} — {self.verdict}{stat}{why}{paper}"
 
@@ -103,12 +108,14 @@ def check_direction(df, d: dict[str, Any], records: Mapping[str, Any] | None = N
     metric = str(d.get("metric", ""))
     param = str(d.get("param", ""))
     kind, target, than = parse_expect(d.get("expect"))
-    tol_default = 0.02 * metric_scale(metric) if kind == "flat" else 0.0
+    scale = metric_range(metric)
+    # no known range: no default tol (2% of nothing); the step is not testable (paired._bounded_step)
+    tol_default = (0.02 * scale if scale else math.nan) if kind == "flat" else 0.0
     tol = float(d.get("tol", tol_default))
     expected = {
         "increasing": "increasing",
         "decreasing": "decreasing",
-        "flat": f"barely moves (|step| <= {tol:g})",
+        "flat": f"barely moves (|step| <= {tol:g})" if math.isfinite(tol) else "barely moves (no tol: no known range)",
         "higher_for": f"higher for {target}" + (f" than {', '.join(map(str, than))}" if than else ""),
         "lower_for": f"lower for {target}" + (f" than {', '.join(map(str, than))}" if than else ""),
     }[kind]
@@ -176,6 +183,12 @@ def decide(v: Verdict, alpha: float = ALPHA) -> Verdict:
                for c in comps]
     v.n = min(c.result.n for c in comps)
     sig = [math.isfinite(c.p_adj) and c.p_adj < alpha for c in comps]
+    untestable = [c for c in comps if c.hypothesis == UNTESTABLE]
+    if untestable:  # no valid test: not "not significant", which would suggest more questions help
+        v.verdict = NOT_TESTABLE
+        v.detail = f"not testable: {untestable[0].why_untestable}"
+        v.p, v.n_needed, v.no_finite_n = None, None, False
+        return v
     if v.kind == "flat":
         # each step's p tests the hypothesis on the side of tol it lies on (paired.compare): "within" =
         # its 95% interval inside ±tol, "beyond" = outside; both Holm-adjusted with the report
@@ -226,7 +239,7 @@ def _test_text(c: Any, tol: float) -> str:
     """What a step's p tests, for the steps table."""
     how = "PPI++ normal" if c.method else "betting"
     return {"within": f"95% {how} CI within ±{tol:g}", "beyond": f"95% {how} CI beyond ±{tol:g}",
-            UNTESTABLE: "no bounded range: not testable"}.get(c.hypothesis or "", "mean = 0")
+            UNTESTABLE: f"not testable: {c.why_untestable}"}.get(c.hypothesis or "", "mean = 0")
 
 
 def weakest(comps: Sequence[Any]) -> Any:
@@ -268,7 +281,7 @@ def directions_markdown(verdicts: Sequence[Verdict], runs: SweepRuns, spec_sourc
             obs = "; ".join(
                 f"{value_label(v.param, val)} {fmt(m)} [{fmt(lo)}, {fmt(hi)}] ({n})" for val, m, lo, hi, n in v.values
             ) or v.observed
-            if v.verdict == NO_DATA and v.detail:
+            if v.verdict in (NO_DATA, NOT_TESTABLE) and v.detail:
                 obs = f"{obs} — {v.detail}" if obs else v.detail
             power = power_text(v)
             out.append("| " + " | ".join(_md_cell(x) for x in (
@@ -298,9 +311,10 @@ def directions_markdown(verdicts: Sequence[Verdict], runs: SweepRuns, spec_sourc
         f"- REPRODUCED: every step goes the expected way and is significant (Holm-adjusted p < {ALPHA}); for "
         "'barely moves', every step's 95% betting interval of the mean difference (valid on the metric's range "
         "[-scale, +scale] whatever the distribution of differences) lies inside ±tol (default 2% of the scale), "
-        "Holm-adjusted with the rest. No verdict but NO DATA or NOT SIGNIFICANT is possible below "
+        "Holm-adjusted with the rest. No verdict but NO DATA, NOT TESTABLE or NOT SIGNIFICANT is possible below "
         f"{stats.min_n(ALPHA)} questions: the test cannot reach alpha there; 'barely moves' needs far more (at the "
-        f"default tol, {zero_n()} questions whose differences are all 0).",
+        f"default tol, {zero_n()} questions whose differences are all 0; fewer only at a tol near the scale, "
+        f"{zero_n(0.9)} at 90% of it).",
         "- CONTRADICTED: some step goes the other way, significantly; for 'barely moves', some step's interval "
         "lies outside ±tol (Holm-adjusted), not merely away from 0.",
         "- SAME DIRECTION, NOT SIGNIFICANT: the observed change goes the expected way (net over the steps) but not "
@@ -311,6 +325,10 @@ def directions_markdown(verdicts: Sequence[Verdict], runs: SweepRuns, spec_sourc
         "for 'barely moves', how many questions like these its interval would need to lie inside (or outside) ±tol.",
         "- OPPOSITE DIRECTION, NOT SIGNIFICANT: the observed change goes the other way, not significantly; for "
         "'barely moves': some step changed by more than ±tol, not significantly (it may move; the data cannot tell).",
+        "- NOT TESTABLE: no valid test of the expectation exists, whatever the number of questions: for 'barely "
+        "moves', the metric has no known range (the metric registry states no finite scale: a count, or a metric it "
+        "does not know; no range is guessed), tol is at or above the range (every step lies within it), or a value "
+        "lies outside the range.",
         "- NO DATA: the parameter has fewer than two values, a named value is not swept, the metric is missing or "
         "undefined at some level, or the runs have no per-question values.",
         "- " + RULES,

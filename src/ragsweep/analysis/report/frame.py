@@ -38,7 +38,22 @@ def metric_info(metric: str) -> tuple[float, bool | None]:
 
 
 def metric_scale(metric: str) -> float:
+    """The scale for showing a metric's figures (a guess for a metric the registry does not know:
+    never a range to test with, see :func:`metric_range`)."""
     return metric_info(metric)[0]
+
+
+def metric_range(metric: str) -> float | None:
+    """The metric's values' range ``[0, scale]`` as the metric registry states it; None when the
+    registry does not know the metric or gives it no finite scale (a count). A test whose validity
+    rests on the range (the betting interval of "barely moves", halving's drops) has none then: it
+    is "not testable", never run on a guessed range."""
+    from ragsweep.judge.metrics.registry import find
+
+    m = find(metric)
+    if m is None or not (math.isfinite(float(m.scale)) and float(m.scale) > 0):
+        return None
+    return float(m.scale)
 
 
 def declared_order(*specs: str | Mapping[str, Any] | None) -> dict[str, list[str]]:

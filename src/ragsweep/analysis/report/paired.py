@@ -16,13 +16,14 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ragsweep.analysis import stats
 from ragsweep.analysis.labels import hook as _labels_hook
-from ragsweep.analysis.report.frame import _same, fmt, metric_scale, value_label, values_of
+from ragsweep.analysis.report.frame import _same, fmt, metric_range, metric_scale, value_label, values_of
 from ragsweep.tracking import SHORT_PARAMS
 
 log = logging.getLogger(__name__)
 
 PerQuestion = dict[str, float]
-#: a "barely moves" step on a metric without a finite scale (or values beyond it): no valid interval
+#: a "barely moves" step without a valid interval: the metric has no known range (the registry gives
+#: none), a value lies outside it, or tol covers the whole range
 UNTESTABLE = "untestable"
 #: what a two-run comparison shows besides the chosen metric
 DEFAULT_METRICS = ("ragchecker/overall/f1", "ragchecker/overall/precision", "ragchecker/overall/recall",
@@ -156,6 +157,7 @@ class Comparison:
     hypothesis: str | None = None
     tol: float | None = None
     method: str = ""  # "PPI++" when human labels decided it (ragsweep.analysis.labels.hook), else the judge-only test
+    why_untestable: str = ""  # with hypothesis UNTESTABLE: the reason, in words a reader can act on
 
     @property
     def p_adj(self) -> float:
@@ -220,12 +222,17 @@ def _bounded_step(metric: str, a_label: str, b_label: str, res: stats.Paired, d:
     """A judge-only "barely moves" step: the betting interval on the metric's range [-scale, +scale]."""
     from ragsweep.analysis import bounded
 
-    scale = metric_scale(metric)
+    scale = metric_range(metric)
     try:
+        if scale is None:
+            raise bounded.RangeError(f"no known range (the metric registry states no finite scale for {metric})")
         iv = bounded.interval(d, scale)
-    except bounded.RangeError as exc:  # no finite scale, or values beyond it: no valid interval to decide with
-        log.warning("%s: %s; 'barely moves' is not testable on it", metric, exc)
-        return Comparison(metric, a_label, b_label, replace(res, p=1.0), None, UNTESTABLE, tol)
+        bounded.within_p(d, tol, scale)  # refuses a tol at or above the range
+    except bounded.RangeError as exc:  # no valid interval to decide with: not testable, whatever n
+        log.warning("%s: 'barely moves' is not testable: %s", metric, exc)
+        # p NaN: no test, so nothing for Holm to count and nothing that more questions would change
+        return Comparison(metric, a_label, b_label, replace(res, p=float("nan")), None, UNTESTABLE, tol,
+                          why_untestable=str(exc))
     p = bounded.within_p(d, tol, scale) if within else bounded.beyond_p(d, tol, scale)
     need = bounded.n_for(d, tol, scale, "within" if within else "beyond")
     return Comparison(metric, a_label, b_label, replace(res, low=iv.low, high=iv.high, p=p), need,

@@ -9,10 +9,11 @@
 - the front: systems no other system beats on both (quality at least as good and cost no higher,
   one strictly);
 - the tie set: the best system (by mean quality over the questions every compared system scored)
-  and every system that comparison with the best (:func:`ragsweep.analysis.best.drop_p`: studentized
-  paired comparisons, calibrated together by a sign-flip bootstrap of their largest) does not find
-  worse at alpha: a system whose true mean is the largest is called worse with probability at most
-  about alpha, whatever the others' means and spreads (the rule halving uses at each rung).
+  and every system that comparison with the best (:func:`ragsweep.analysis.best.bounded_drop_p`:
+  betting tests of the paired differences on the objective's range from the metric registry) does
+  not find worse at alpha: a system whose true mean is the largest is called worse with probability
+  at most alpha, at every n, whatever the distribution of the differences (the rule halving uses at
+  each rung). An objective without a known range has no tie set: not testable.
 
 When the children ran different numbers of questions (a successive-halving sweep: one child per
 rung), only those at the largest ``dataset.limit`` are compared: the final rung.
@@ -41,7 +42,7 @@ class Point:
     on_front: bool = False
     tied: bool = False
     best: bool = False
-    p_adj: float | None = None  # comparison-with-the-best p (analysis.best.drop_p)
+    p_adj: float | None = None  # comparison-with-the-best p (analysis.best.bounded_drop_p)
 
 
 def _metrics(run: Any) -> dict[str, float]:
@@ -121,27 +122,35 @@ def points(children: Sequence[Any], records_by_run: Mapping[str, Sequence[Mappin
         p.on_front = math.isfinite(p.cost) and not any(
             q is not p and math.isfinite(q.cost) and sign * q.mean >= sign * p.mean and q.cost <= p.cost
             and (sign * q.mean > sign * p.mean or q.cost < p.cost) for q in pts)
-    _tie_set(pts, sign, alpha)
+    from ragsweep.analysis.search import objective_range
+
+    _tie_set(pts, sign, alpha, objective_range(objective))
     return pts, note
 
 
-def _tie_set(pts: list[Point], sign: float, alpha: float) -> None:
+def _tie_set(pts: list[Point], sign: float, alpha: float, scale: float | None = None) -> None:
     """Mark the best system and the systems tied with it. With per-question values for every
-    system, the best is the highest mean over the questions all of them scored and a system is
-    tied unless comparison with the best (:func:`ragsweep.analysis.best.drop_p`) drops it at ``alpha``;
-    otherwise (a run without records) the best is the highest logged mean and nothing is tied."""
+    system and a known range ``[0, scale]``, the best is the highest mean over the questions all of
+    them scored and a system is tied unless comparison with the best
+    (:func:`ragsweep.analysis.best.bounded_drop_p`) drops it at ``alpha``; otherwise (a run without
+    records, no known range, a value outside it) the best is the highest mean and nothing is tied."""
     import numpy as np
 
+    from ragsweep.analysis import bounded
     from ragsweep.analysis.search import shared_questions
-    from ragsweep.analysis.best import drop_p
+    from ragsweep.analysis.best import bounded_drop_p
 
     qs = shared_questions(pts) if all(p.values for p in pts) else []  # type: ignore[arg-type]
-    if qs and len(pts) > 1:
+    if qs and len(pts) > 1 and scale is not None:
         mat = np.asarray([[float(p.values[q]) for q in qs] for p in pts])  # type: ignore[index]
         shared = sign * mat.mean(axis=1)
         order = sorted(range(len(pts)), key=lambda i: (-shared[i], pts[i].cost if math.isfinite(pts[i].cost) else math.inf))
-        ps = drop_p(sign * mat)
         best = pts[order[0]]
+        try:
+            ps = bounded_drop_p(sign * mat, scale, alpha=alpha)
+        except bounded.RangeError:  # a value outside the stated range: no valid test
+            best.tied = best.best = True
+            return
         for p, pv in zip(pts, ps):
             p.p_adj = float(pv) if p is not best else None
             p.tied = p is best or float(pv) >= alpha
@@ -202,9 +211,13 @@ def pareto_section(children: Sequence[Any], records_by_run: Mapping[str, Sequenc
     if note:
         lines += [f"Note: {note}.", ""]
     tied = [p for p in pts if p.tied]
-    lines += [f"Best: **{next(p.label for p in pts if p.best)}**. Statistically tied with it ("
-              f"comparison with the best over the questions all scored, alpha {ALPHA}): {len(tied) - 1} system(s)"
-              + (": " + "; ".join(p.label for p in tied if not p.best) if len(tied) > 1 else "") + ".", "",
+    from ragsweep.analysis.search import objective_range
+
+    ties = (f"Statistically tied with it (comparison with the best over the questions all scored, alpha {ALPHA}): "
+            f"{len(tied) - 1} system(s)" + (": " + "; ".join(p.label for p in tied if not p.best) if len(tied) > 1 else "")
+            if objective_range(objective) is not None else
+            f"Tied with it: not testable (`{objective}` has no known range in the metric registry)")
+    lines += [f"Best: **{next(p.label for p in pts if p.best)}**. {ties}.", "",
               "| system | mean | 95% interval | n | cost | Pareto | tied with best | p (vs best, MCB) |", "|---|---|---|---|---|---|---|---|"]
     sign = 1.0 if higher_is_better else -1.0
     for p in sorted(pts, key=lambda p: (-sign * p.mean, p.cost)):

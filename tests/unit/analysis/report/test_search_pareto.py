@@ -56,11 +56,11 @@ def test_only_the_final_rung_is_compared_and_missing_records_fall_back_to_the_ag
 
 
 def test_the_best_is_chosen_over_the_questions_every_system_scored():
-    # A scores 0.5 on q0-q9 and failed q10-q19 (null), B scores 0.6 on q0-q9 and 0.2 on q10-q19:
-    # over its own questions A's mean (0.5) beats B's (0.4), but B is better on every shared question
+    # A scores 60 on q0-q19 and failed q20-q39 (null), B scores 100 on q0-q19 and 0 on q20-q39:
+    # over its own questions A's mean (60) beats B's (50), but B is better on every shared question
     runs = [_run("a", 1, 10), _run("b", 2, 10)]
-    a = [{"query_id": f"q{i}", "metrics": {"ragchecker/overall/f1": 0.5 if i < 10 else None}} for i in range(20)]
-    b = [{"query_id": f"q{i}", "metrics": {"ragchecker/overall/f1": 0.6 if i < 10 else 0.2}} for i in range(20)]
+    a = [{"query_id": f"q{i}", "metrics": {"ragchecker/overall/f1": 60.0 if i < 20 else None}} for i in range(40)]
+    b = [{"query_id": f"q{i}", "metrics": {"ragchecker/overall/f1": 100.0 if i < 20 else 0.0}} for i in range(40)]
     pts = {p.run_id: p for p in points(runs, {"a": a, "b": b}, "ragchecker/overall/f1", "cost/calls")[0]}
     assert pts["b"].best and not pts["a"].best
     assert not pts["a"].tied and pts["a"].p_adj < 0.05
@@ -85,3 +85,13 @@ def test_runs_the_short_params_cannot_tell_apart_are_labelled_by_what_differs():
     labels = {p.run_id: p.label for p in points(runs, {}, "ragchecker/overall/f1", "cost/calls")[0]}
     assert labels == {"a": "top_k=5 model_format=q8_0", "b": "top_k=5 model_format=f16",
                       "c": "top_k=10 model_format=q8_0"}
+
+
+def test_an_objective_without_a_known_range_has_no_tie_set(tmp_path):
+    # issue 50: the tie set's test needs the objective's range; without one it says so, and calls none worse
+    runs = [_run("a", 1, 10), _run("b", 2, 20)]
+    recs = {r: [{"query_id": f"q{i}", "metrics": {"time/latency_s": v}} for i in range(30)] for r, v in (("a", 1.0), ("b", 9.0))}
+    pts = {p.run_id: p for p in points(runs, recs, "time/latency_s", "cost/calls", higher_is_better=False)[0]}
+    assert pts["a"].best and pts["b"].p_adj is None
+    md, _ = pareto_section(runs, recs, "time/latency_s", "cost/calls", tmp_path, higher_is_better=False)
+    assert "Tied with it: not testable (`time/latency_s` has no known range in the metric registry)" in md

@@ -1,0 +1,106 @@
+"""Issue 50: verdicts that hold at the edges. Each test fails on the statistics before the fix."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ragsweep.analysis import bounded
+from ragsweep.analysis.report.directions import NOT_TESTABLE, REPRODUCED, VERDICTS
+from ragsweep.analysis.report.paired import UNTESTABLE, compare
+
+from test_verdicts_every_n import _direction
+
+CR = "ragchecker/retriever/claim_recall"  # registered: 0-100
+N_CLAIMS = "ragchecker/overall/n_response_claims"  # registered without a finite scale: a count
+
+
+# -- 1. a metric without a known range is "not testable", never run on a guessed range -------------
+@pytest.mark.parametrize("metric", ["custom/latency_score", "ragchecker/custom/claims_per_answer"])
+def test_a_metric_the_registry_does_not_know_is_not_testable(metric):
+    # before: range guessed as 1 (100 for ragchecker/*); 300 questions whose differences are all 0 -
+    # what a metric with rare large jumps shows in about a quarter of draws - were REPRODUCED
+    v = _direction([[0.5] * 300, [0.5] * 300], "flat", metric=metric)
+    assert v.verdict == NOT_TESTABLE and v.verdict in VERDICTS
+    assert "not testable: no known range" in v.detail and metric in v.detail
+    assert v.p is None and v.n_needed is None and not v.no_finite_n
+    line = v.line()
+    assert "NOT TESTABLE" in line and "not testable" in line
+    assert "no finite n" not in line and "NOT SIGNIFICANT" not in line and "questions for" not in line
+    # with a tol given, too: the guess was the range, not the tol
+    assert _direction([[0.5] * 300, [0.5] * 300], "flat", tol=0.5, metric=metric).verdict == NOT_TESTABLE
+
+
+def test_a_rare_large_jump_metric_is_never_called_equivalent_on_a_guessed_range():
+    # the issue's simulation: differences 0 except a jump of +5 on 0.5% of questions (true mean 0.025
+    # > tol 0.02), n = 300; before: REPRODUCED in about a quarter of draws (those without a jump)
+    rng = np.random.default_rng(50)
+    for _ in range(40):
+        d = np.where(rng.random(300) < 0.005, 5.0, 0.0)
+        a = {f"q{i}": 1.0 for i in range(300)}
+        c = compare("custom/jumpy", "A", a, "B", {f"q{i}": 1.0 + x for i, x in enumerate(d)}, tol=0.02)
+        assert c.hypothesis == UNTESTABLE and math.isnan(c.result.p)
+
+
+# -- 2. a tol at or above the range, or values outside it, never short-circuit to p = 0 ----------
+def test_a_tol_at_or_above_the_range_is_refused_not_p_zero():
+    # before: within_p returned 0.0 from one question, against "no verdict below 6 questions"
+    for tol in (1.0, 2.0):
+        with pytest.raises(bounded.RangeError, match=rf"tol {tol:g} is at or above the range 1.*tests nothing"):
+            bounded.within_p([0.0], tol, 1.0)
+        with pytest.raises(bounded.RangeError, match="at or above the range"):
+            bounded.beyond_p([0.0], tol, 1.0)
+    for tol in (0.5, 0.9, 0.999999):  # just below the range: valid, and never from fewer than 4 questions
+        assert bounded.within_p([0.0] * 3, tol, 1.0) >= 0.05 and bounded.n_for([0.0], tol, 1.0) >= 4
+    one = _direction([[50.0], [50.0]], "flat", tol=100.0)  # one question, tol = the whole range of CR
+    assert one.verdict == NOT_TESTABLE and one.verdict != REPRODUCED
+    assert "tol 100 is at or above the range 100" in one.detail
+    assert one.steps[0]["test"].startswith("not testable: tol 100")
+
+
+def test_values_outside_the_range_are_refused_whatever_the_tol():
+    # before: a tol >= range returned 0 before the values were looked at
+    with pytest.raises(bounded.RangeError, match=r"outside \[-1, \+1\]"):
+        bounded.within_p([5.0], 2.0, 1.0)
+    with pytest.raises(bounded.RangeError, match=r"outside \[-1, \+1\]"):
+        bounded.within_p([5.0, 0.0], 0.5, 1.0)
+    with pytest.raises(bounded.RangeError, match=r"outside \[-1, \+1\]"):
+        bounded.n_for([5.0], 0.5, 1.0)
+    out = _direction([[0.0] * 10, [300.0] * 10], "flat", tol=2.0)  # differences of 300 on a 0-100 metric
+    assert out.verdict == NOT_TESTABLE and "outside [-100, +100]" in out.detail
+
+
+# -- 3. an untestable step never reads as "not significant ... no finite n"; a count never "<= inf" --
+def test_a_count_metric_is_not_testable_and_prints_no_infinite_tol():
+    v = _direction([[3.0] * 300, [3.0] * 300], "flat", metric=N_CLAIMS)
+    assert v.verdict == NOT_TESTABLE
+    assert "inf" not in v.expected and v.expected == "barely moves (no tol: no known range)"
+    line = v.line()
+    assert "inf" not in line and "no finite n" not in line and "NOT SIGNIFICANT" not in line
+    assert v.steps[0]["test"].startswith("not testable: no known range")
+    from ragsweep.analysis.report.directions import directions_markdown
+
+    class Runs:
+        experiment, parent_id, parent_name, children = "e", "p", "parent", []
+
+    md = directions_markdown([v], Runs(), "the spec")
+    assert "**NOT TESTABLE**" in md and "not testable: no known range" in md and "<= inf" not in md
+    assert "1 not testable" in md
+
+
+# -- 5. a NaN among the values is an error that names it, never mean NaN and p = 1 ----------------
+def test_a_nan_among_the_values_is_an_error_that_says_so():
+    # before: mean NaN, interval [-1, 1], within_p = beyond_p = 1, silently
+    for call in (lambda: bounded.interval([0.1, math.nan, 0.2], 1.0),
+                 lambda: bounded.within_p([0.1, math.nan], 0.5, 1.0),
+                 lambda: bounded.beyond_p([0.1, math.nan], 0.5, 1.0),
+                 lambda: bounded.greater_p([0.1, math.nan], 1.0)):
+        with pytest.raises(bounded.MissingValueError, match=r"1 of \d values are NaN: leave the failed or undefined"):
+            call()
+    # the report's callers leave a failed question out (and count it in n) before the interval
+    a = {f"q{i}": 50.0 for i in range(40)}
+    b = dict(a, q3=math.nan)
+    c = compare(CR, "A", a, "B", b, tol=2.0)
+    assert c.result.n == 39 and math.isfinite(c.result.low) and math.isfinite(c.result.p)
