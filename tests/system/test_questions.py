@@ -65,7 +65,7 @@ def questions_cli(cwd, *args, timeout=600):
 @pytest.fixture
 def docs(tmp_path):
     root = tmp_path / "docs"
-    shutil.copytree(FIXTURES / "files", root, ignore=shutil.ignore_patterns("paper", "README.md"))
+    shutil.copytree(FIXTURES / "files", root, ignore=shutil.ignore_patterns("paper", "producers", "README.md"))
     return root
 
 

@@ -32,7 +32,7 @@ def _age(folder, seconds=60):
 def folder(tmp_path, monkeypatch):
     monkeypatch.setenv("RAGSWEEP_FINGERPRINTS", str(tmp_path / "memo" / "fingerprints.json"))
     root = tmp_path / "docs"
-    shutil.copytree(FIXTURES / "files", root, ignore=shutil.ignore_patterns("paper", "README.md"))
+    shutil.copytree(FIXTURES / "files", root, ignore=shutil.ignore_patterns("paper", "producers", "README.md"))
     _age(root)  # not written seconds ago: the streaming, tabled path
     return root
 

@@ -6,6 +6,8 @@ as fast, is AGPL-3.0, which an Apache-2.0 package cannot depend on.
 Each page's text in order, pages separated by a blank line (``pages``: where each starts); the
 headings are the PDF's outline (bookmarks), each placed where its title appears on its page
 (else at the page's start); the title is the PDF's metadata title, else its first heading.
+The page texts are normalised first (line-break hyphens, invisible characters, ligatures:
+:mod:`ragsweep.corpus.parse.pdf_text`), so every offset points into the normalised text.
 """
 
 from __future__ import annotations
@@ -14,12 +16,13 @@ import re
 from pathlib import Path
 
 from ragsweep.corpus.parse.base import Builder, Parsed, ParseFailure, clean_title
+from ragsweep.corpus.parse.pdf_text import normalise_pages
 from ragsweep.types import Heading
 
 NAME = "pdf-pypdfium2"
 LIBRARY = "pypdfium2"
 #: bump when this module's output changes for the same file (part of the parse cache key)
-REVISION = 1
+REVISION = 2  # 2: line-break hyphens, invisible characters and ligatures normalised (pdf_text)
 _SPACE = re.compile(r"\s+")
 
 
@@ -40,20 +43,21 @@ def parse(path: Path) -> Parsed:
 def _read(pdf) -> Parsed:
     import pypdfium2.raw as raw
 
-    b = Builder()
-    page_texts: list[str] = []
+    raw_texts: list[str] = []
     images = 0
     for i in range(len(pdf)):
         page = pdf[i]
         tp = page.get_textpage()
-        text = tp.get_text_range().replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
+        text = tp.get_text_range()
         tp.close()
         if not text.strip():
             images += sum(1 for _ in page.get_objects(filter=[raw.FPDF_PAGEOBJ_IMAGE], max_depth=2))
         page.close()
+        raw_texts.append(text)
+    b = Builder()
+    for text in normalise_pages(raw_texts):  # before any offset is taken
         b.page()
         b.add(text)
-        page_texts.append(text)
     parsed = b.build()
     if not parsed.text.strip():
         if images:
