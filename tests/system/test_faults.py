@@ -558,9 +558,11 @@ def answering_replica(proc: subprocess.Popen, state: Path, timeout: float = 150)
 def test_a_replica_killed_mid_run_is_restarted_and_every_question_answered(tmp_path):
     # the default run's two llama.cpp processes; one is killed after its first answer. Before, the
     # client kept sending to the dead one: most generations failed and the run exited 2
-    proc = start_cli(tmp_path, "dataset.limit=6", NO_EVAL, "generator.max_tokens=32", "generator.server.replicas=2")
+    # model_format=source: the packaged file as it is (no measuring of formats in a fresh cache)
+    proc = start_cli(tmp_path, "dataset.limit=6", NO_EVAL, "generator.max_tokens=32", "generator.server.replicas=2",
+                     "generator.server.model_format=source")
     try:
-        entry = answering_replica(proc, tmp_path / "state")
+        entry = answering_replica(proc, tmp_path / "state", timeout=240)
         os.killpg(entry["pgid"], 9)
         out, err = proc.communicate(timeout=240)
     finally:
