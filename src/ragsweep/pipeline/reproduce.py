@@ -327,10 +327,15 @@ def one_sweep(s: Sweep, sweeps: Sequence[Sweep], state: State, out: Path) -> boo
     entry = state.get(s)
     info = {k: entry[k] for k in ("parent_run_id", "tracking_uri") if entry.get(k)}
     if entry.get("status") != "finished":  # a finished sweep whose report failed: only the report again
+        before = float(entry.get("spent_s") or 0.0)  # earlier attempts that were interrupted
         state.update(s, status="running", started=time.strftime("%Y-%m-%d %H:%M:%S %Z"))
         t0 = time.monotonic()
-        rc, info = run_sweep(s, out / "logs" / f"{s.name}.log", out / "logs" / f"{s.name}.result.json")
-        wall = time.monotonic() - t0
+        try:
+            rc, info = run_sweep(s, out / "logs" / f"{s.name}.log", out / "logs" / f"{s.name}.result.json")
+        except BaseException:  # Ctrl-C, SIGTERM: its time so far counts when it is resumed (SIGKILL: lost)
+            state.update(s, status="interrupted", spent_s=round(before + time.monotonic() - t0, 1))
+            raise
+        wall = before + time.monotonic() - t0
         if rc != 0 or not info.get("parent_run_id"):
             state.update(s, status="failed", exit=rc, wall_s=round(wall, 1))
             print(f"FAILED (exit {rc}); its output: {out / 'logs' / f'{s.name}.log'}", flush=True)

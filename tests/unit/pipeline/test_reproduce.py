@@ -149,9 +149,12 @@ def test_an_interrupted_sweep_is_resumed_by_the_same_command(tmp_path, monkeypat
     assert rp.main(ARGS + out) == 130
     assert "interrupted; run the same command again to resume" in capsys.readouterr().err
     state = rp.State(tmp_path / "state.json")
-    assert [e["status"] for e in state.sweeps.values()] == ["finished", "running"]
+    assert [e["status"] for e in state.sweeps.values()] == ["finished", "interrupted"]
+    spent = state.sweeps["ragchecker_overlap_retrieval dataset.limit=5"]["spent_s"]
     fake = Fake(monkeypatch)
     assert rp.main(ARGS + out) == 0 and fake.ran == ["ragchecker_overlap_retrieval"]
+    entry = rp.State(tmp_path / "state.json").sweeps["ragchecker_overlap_retrieval dataset.limit=5"]
+    assert entry["status"] == "finished" and entry["wall_s"] >= spent  # the interrupted attempt's time counts
 
 
 def test_dry_run_lists_sweeps_systems_and_commands_and_runs_nothing(tmp_path, monkeypatch, capsys):
