@@ -521,7 +521,7 @@ LLAMA = [NO_EVAL, "generator.max_tokens=48", "generator.concurrency=1", "generat
 
 @pytest.mark.slow
 def test_llamacpp_server_dying_mid_run_is_named_and_fails_the_run(tmp_path):
-    proc = start_cli(tmp_path, *tiny_dataset(tmp_path), *LLAMA)
+    proc = start_cli(tmp_path, *tiny_dataset(tmp_path), *LLAMA, "generator.server.max_restarts=0")  # never restarted
     try:
         entry = wait_for_generation(proc, tmp_path / "state")
         os.killpg(entry["pgid"], 9)  # the server dies (OOM killer, a crash)
@@ -538,6 +538,46 @@ def test_llamacpp_server_dying_mid_run_is_named_and_fails_the_run(tmp_path):
     assert "died (killed by SIGKILL (signal 9))" in found[0].data.tags["ragsweep.error"]
     assert "out-of-memory killer" in err and "last lines of its log:" in err  # the diagnosis follows
     assert found[0].data.metrics["generator/failures"] >= 1
+    assert wait_gone(entry["pid"], timeout=15) and registered_servers(tmp_path / "state") == []
+
+
+def answering_replica(proc: subprocess.Popen, state: Path, timeout: float = 150) -> dict:
+    """The registry entry of a llama.cpp server process that has answered a question, once two run."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        entries = [json.loads(p.read_text()) for p in registered_servers(state)]
+        for entry in entries if len(entries) == 2 else []:
+            if answered_requests(Path(entry["log_path"]).read_text(errors="replace")):
+                return entry
+        time.sleep(0.1)
+    out, err = proc.communicate(timeout=30) if proc.poll() is not None else ("", "")
+    raise AssertionError(f"no generation seen (rc={proc.poll()}): {err[-3000:]}")
+
+
+@pytest.mark.slow
+def test_a_replica_killed_mid_run_is_restarted_and_every_question_answered(tmp_path):
+    # the default run's two llama.cpp processes; one is killed after its first answer. Before, the
+    # client kept sending to the dead one: most generations failed and the run exited 2
+    # model_format=source: the packaged file as it is (no measuring of formats in a fresh cache)
+    proc = start_cli(tmp_path, "dataset.limit=6", NO_EVAL, "generator.max_tokens=32", "generator.server.replicas=2",
+                     "generator.server.model_format=source")
+    try:
+        entry = answering_replica(proc, tmp_path / "state", timeout=240)
+        os.killpg(entry["pgid"], 9)
+        out, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-3000:]
+    assert f"server (pid {entry['pid']}" in err and "restarting it on port" in err, err[-3000:]
+    client, found = mlflow_runs(tmp_path)
+    assert [r.info.status for r in found] == ["FINISHED"]
+    m = found[0].data.metrics
+    assert m["generator/failures"] == 0 and m["generator/server_restarts"] == 1 and m["generator/endpoint_outages"] >= 1
+    records = records_of(client, found[0], tmp_path / "dl")
+    assert len(records) == 6 and not [r["query_id"] for r in records if "error" in r or "failure" in r]
+    ledger = json.loads(Path(client.download_artifacts(found[0].info.run_id, "ledger.json", str(tmp_path / "dl"))).read_text())
+    assert ledger["calls"]["generation"]["server_restarts"] == 1
     assert wait_gone(entry["pid"], timeout=15) and registered_servers(tmp_path / "state") == []
 
 

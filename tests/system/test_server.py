@@ -226,6 +226,7 @@ def crasher(tmp_path: Path, how: str, when: str, llama: bool = True, **kw):
     kw.setdefault("startup_timeout_s", 20)
     if llama:
         kw.setdefault("replicas", 1)
+        kw.setdefault("max_restarts", 0)  # the crash's report, not its restart (test_a_replica_that_dies_...)
         return CrashingLlamaCpp(script, how, when, **kw)
     return ManagedServer(lambda port: [sys.executable, str(script), str(port), how, when], **kw)
 
@@ -478,7 +479,7 @@ class FakeLlamaCpp(LlamaCppServer):
 def test_llamacpp_replicas_start_side_by_side_answer_and_stop_together(state):
     from ragsweep.rag.generator.servers.defaults import client_setting
 
-    srv = FakeLlamaCpp(replicas=3, state_dir=state, startup_timeout_s=20)
+    srv = FakeLlamaCpp(replicas=3, state_dir=state, startup_timeout_s=20, max_restarts=0)  # never restarted
     srv.start()
     try:
         urls = srv.base_urls
@@ -498,3 +499,64 @@ def test_llamacpp_replicas_start_side_by_side_answer_and_stop_together(state):
     finally:
         srv.stop()
     assert not any(pid_alive(p) for p in pids) and not list((state / "servers").glob("*.json"))
+
+
+def wait_until(cond, timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not cond() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return cond()
+
+
+def test_a_replica_that_dies_is_restarted_on_its_port_and_counted(state):
+    srv = FakeLlamaCpp(replicas=2, state_dir=state, startup_timeout_s=20, max_restarts=2, restart_backoff_s=0.1)
+    srv.start()
+    try:
+        urls, sib = srv.base_urls, srv._replicas[0]
+        old_pid, old_log = sib.pid, sib.log_path
+        os.killpg(old_pid, signal.SIGKILL)  # the OOM killer, a crash
+        assert wait_until(lambda: srv.restart_count() == 1 and srv.running and sib.pid != old_pid)
+        assert srv.base_urls == urls and srv.death() is None and not srv.endpoint_gone(1)
+        assert not pid_alive(old_pid) and pid_alive(sib.pid)
+        assert old_log in srv.log_paths and sib.log_path in srv.log_paths and len(srv.log_paths) == 3
+        assert sorted(p.name for p in (state / "servers").glob("*.json")) == sorted(f"{p}.json" for p in (srv.pid, sib.pid))
+        res = ChatClient(urls, srv.model_name, concurrency=2, progress=False).chat_many([ChatRequest.user(f"q{i}") for i in range(4)])
+        assert [r.text for r in res] == [f"echo: q{i}" for i in range(4)]
+    finally:
+        srv.stop()
+    assert not pid_alive(sib.pid) and not list((state / "servers").glob("*.json"))
+
+
+def test_a_server_that_keeps_dying_is_given_up_naming_its_logs(state):
+    srv = ManagedServer(fake_command(), model_name="fake", state_dir=state, startup_timeout_s=20, max_restarts=1,
+                        restart_backoff_s=0.05)
+    srv.start()
+    try:
+        first = srv.pid
+        os.killpg(first, signal.SIGKILL)
+        assert wait_until(lambda: srv.restarts == 1 and srv.running)
+        second = srv.pid
+        os.killpg(second, signal.SIGKILL)
+        assert wait_until(lambda: srv.death() is not None)
+        death = srv.death()
+        assert f"the managed server (pid {second}) died (killed by SIGKILL (signal 9))" in death.splitlines()[0]
+        assert "restarted 1 time(s) and died again; gave up (generator.server.max_restarts=1)" in death
+        assert all(str(p) in death for p in srv.log_paths) and len(srv.log_paths) == 2
+        assert srv.endpoint_gone() and not srv.running
+        time.sleep(0.5)
+        assert srv.pid == second and srv.restarts == 1  # no third process
+    finally:
+        srv.stop()
+    assert not list((state / "servers").glob("*.json"))
+
+
+def test_a_stopped_server_is_not_restarted(state):
+    srv = ManagedServer(fake_command(), model_name="fake", state_dir=state, startup_timeout_s=20, max_restarts=3,
+                        restart_backoff_s=0.05)
+    srv.start()
+    pid = srv.pid
+    srv.stop()
+    time.sleep(0.6)
+    assert srv.restarts == 0 and srv.pid == pid and not srv.running and srv.endpoint_gone()
+    with pytest.raises(ValueError, match="max_restarts"):
+        ManagedServer(fake_command(), max_restarts=-1)

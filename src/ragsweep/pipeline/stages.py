@@ -98,6 +98,7 @@ class Generation:
     stats: dict[str, int]
     model: str | None = None
     death: str | None = None
+    restarts: int = 0  # server processes restarted after they died during the calls (own server)
 
     @classmethod
     def nothing(cls, n: int) -> "Generation":
@@ -244,8 +245,12 @@ def generate(job: Job, prompts: Prompts, attempt: Sequence[bool] | None = None) 
     death = job.server.death() if job.own_server and hasattr(job.server, "death") else None
     if death:
         log.error("%s during generation", death)
+    restarts = job.server.restart_count() if job.own_server and hasattr(job.server, "restart_count") else 0
+    if restarts:
+        log.warning("%d model server process(es) restarted during generation after they died; every request they "
+                    "had was sent again (generator/server_restarts)", restarts)
     model = getattr(job.server, "model_name", None)
-    return Generation(outs, len(reqs), dict(client.stats), str(model) if model else None, death)
+    return Generation(outs, len(reqs), dict(client.stats), str(model) if model else None, death, restarts)
 
 
 def records(job: Job, dataset: Dataset, prompts: Prompts, generation: Generation) -> list[dict[str, Any]]:
@@ -291,6 +296,8 @@ def records(job: Job, dataset: Dataset, prompts: Prompts, generation: Generation
         "generator/failures": sum(1 for r in out if "error" in r),
         "generator/retries": s.get("retries", 0),
         "generator/rate_limited": s.get("rate_limited", 0),
+        "generator/endpoint_outages": s.get("endpoint_outages", 0),
+        "generator/server_restarts": generation.restarts,
         "generator/budget_skipped": sum(1 for r in generation.outputs if r.skipped),
         "generator/prompt_tokens": s.get("prompt_tokens", 0),
         "generator/completion_tokens": s.get("completion_tokens", 0),

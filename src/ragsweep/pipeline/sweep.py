@@ -283,6 +283,9 @@ class SweepCallback(Callback):
             rows = children_rows(self.tracker, self.parent_run_id)
             table = format_table(rows, shown)
             line, metrics = spent_line(rows, self.estimate, self.budget)  # spent beside the estimate
+            if self.server is not None and hasattr(self.server, "restart_count"):
+                # the sweep's server: processes restarted after they died, for every job together
+                metrics = {**(metrics or {}), "generator/server_restarts": self.server.restart_count()}
             if metrics:
                 self.tracker.log_metrics(metrics)
         self._finish(None)

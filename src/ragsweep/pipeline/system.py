@@ -179,8 +179,9 @@ def log_run(job: stages.Job, records: list[dict[str, Any]], scores: Any, not_app
 
 def calls_ledger(metrics: dict[str, Any]) -> dict[str, dict[str, int]]:
     """The model calls of the run beside its questions: sent, retried (rate-limited among them),
-    failed, and not sent because of the budget, for the generator and the judge."""
-    names = ("calls", "retries", "rate_limited", "failures", "budget_skipped")
+    failed, not sent because of the budget, and the server processes restarted after they died,
+    for the generator and the judge."""
+    names = ("calls", "retries", "rate_limited", "failures", "budget_skipped", "server_restarts")
     return {part: {k: int(metrics.get(f"{prefix}/{k}", 0) or 0) for k in names}
             for part, prefix in (("generation", "generator"), ("judge", "judge"))}
 

@@ -202,4 +202,6 @@ def build_client(
         progress=progress,
         price=cfg.price_per_1k_tokens,
         budget=budget,
+        # a managed server in this process says when one of its processes died for good
+        endpoint_gone=getattr(server, "endpoint_gone", None),
     )

@@ -7,6 +7,8 @@
   connection errors and malformed (non-JSON, choice-less) responses are retried with exponential
   backoff and a jitter that is a hash of the request, so runs are reproducible; any other 4xx is
   final;
+* an endpoint that refuses connections after the model answered (a server process that died) is
+  held back until it answers again or is given up, its requests sent elsewhere (:mod:`.outage`);
 * structured (JSON-schema) output where the server supports it: ``json_schema`` (OpenAI, vLLM)
   -> ``json_object`` + ``schema`` (llama-cpp-python) -> plain text; a 400/422 answer (or any
   error naming ``response_format``: llama-cpp-python says 500) to a request that carried
@@ -60,20 +62,13 @@ from ragsweep.rag.generator.requests import (  # re-exported: the import paths o
 )
 from ragsweep.rag.generator.batching import Batching
 from ragsweep.rag.generator.budget import OK, WAIT
+from ragsweep.rag.generator.outage import LOST_CONNECTIONS, Outages
 from ragsweep.rag.generator.limiter import AdaptiveLimit
 from ragsweep.rag.generator.price import parse_price, worst_case
 from ragsweep.rag.generator.transport import _is_loopback, _LoopState, _openai, server_seconds
 
-__all__ = [
-    "STRUCTURED_MODES",
-    "ChatClient",
-    "ChatRequest",
-    "ChatResult",
-    "Message",
-    "extract_answer",
-    "parse_retry_after",
-    "response_format_for",
-]
+__all__ = ["STRUCTURED_MODES", "ChatClient", "ChatRequest", "ChatResult", "Message", "extract_answer",
+           "parse_retry_after", "response_format_for"]
 
 log = logging.getLogger(__name__)
 #: 429s a request may get while it was sent beside others (each halves the requests in flight) before
@@ -84,7 +79,7 @@ PACED_429S = 10
 # --------------------------------------------------------------------------------------------
 # the client
 # --------------------------------------------------------------------------------------------
-class ChatClient(Batching):
+class ChatClient(Batching, Outages):
     """Async OpenAI-compatible chat client with bounded concurrency, retries and a cache.
 
     ``stats`` (a Counter):
@@ -97,6 +92,7 @@ class ChatClient(Batching):
       failures           requests that finally failed (never cached)
       rate_limited       HTTP 429 answers (each also a retry, unless it was the last attempt)
       budget_skipped     requests not sent because they could pass the budget
+      endpoint_outages   times an endpoint refused or dropped connections until it answered again (or was given up)
       prompt_tokens, completion_tokens   summed over successful calls
       seconds            wall time of the requests that went to the server, backoff included
     """
@@ -120,6 +116,8 @@ class ChatClient(Batching):
         progress: bool | None = None,
         price: Any = None,
         budget: Any = None,
+        recover_s: float = 300.0,
+        endpoint_gone: Any = None,
     ):
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
@@ -154,6 +152,9 @@ class ChatClient(Batching):
         self._lock = threading.Lock()
         self._states: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState]" = weakref.WeakKeyDictionary()
         self._closed = False
+        self.recover_s = float(recover_s)
+        self._reached = False  # an endpoint has answered: a refused connection now is a server that died
+        self.endpoint_gone = endpoint_gone
 
     def __repr__(self) -> str:  # no api key
         return f"ChatClient(base_url={self.base_url!r}, model={self.model!r}, concurrency={self.concurrency})"
@@ -197,6 +198,8 @@ class ChatClient(Batching):
             return
         st = self._states.pop(loop, None)
         if st is not None:
+            for task in list(st.probes):
+                task.cancel()
             for client in st.clients:
                 await client.close()
 
@@ -241,14 +244,23 @@ class ChatClient(Batching):
                 sent, t_sent = time.time(), time.perf_counter()  # this request's own start, not the batch's
                 resp = await asyncio.wait_for(st.clients[slot].chat.completions.create(**kwargs), self.timeout_s)
                 took = time.perf_counter() - t_sent
+            except _openai().APITimeoutError:
+                raise
+            except _openai().APIConnectionError:
+                self._lost(st, slot)  # before its slot goes back: held until the endpoint answers again
+                raise
             finally:
-                st.slots.put_nowait(slot)
+                st.release(slot)
                 await self.limit.leave(st)
         except (asyncio.TimeoutError, _openai().APITimeoutError):
             raise _Retryable(f"timed out after {self.timeout_s:g}s")
         except _openai().APIConnectionError as exc:
             cause = exc.__cause__ or exc
-            raise _Retryable(f"connection error: {type(cause).__name__}: {_short(cause)}")
+            # refused: nothing listens there (a server process that died); free while another endpoint
+            # may answer. A connection dropped mid-request may be the request's doing: a counted retry
+            # (ConnectError by name: the openai package's own httpx, or httpx)
+            refused = any(k.__name__ == "ConnectError" for k in type(cause).__mro__) and slot in st.down
+            raise _Retryable(f"connection error: {type(cause).__name__}: {_short(cause)}", lost=refused)
         except _openai().APIStatusError as exc:
             code = exc.status_code
             msg = f"HTTP {code}: {re.sub(r'^Error code: [0-9]+ - ', '', _short(exc))}"
@@ -281,6 +293,7 @@ class ChatClient(Batching):
         if text is None:
             raise _Retryable("malformed response (no message content)")
         self.limit.succeeded()
+        self._reached = True
         usage = getattr(resp, "usage", None)
         pt = int(getattr(usage, "prompt_tokens", 0) or 0) if usage else 0
         ct = int(getattr(usage, "completion_tokens", 0) or 0) if usage else 0
@@ -328,7 +341,7 @@ class ChatClient(Batching):
         st = self._state()
         t0 = time.perf_counter()
         mode = self.structured_mode if req.response_format is not None else "text"
-        retry = paced = 0  # paced: 429s to a request sent beside others (the limit then halves): not its retries
+        retry = paced = lost = 0  # lost: refused/dropped connections (the endpoint's fault); paced: 429s to a request sent beside others (the limit then halves): not its retries
         error = "no attempt made"
         while True:
             try:
@@ -347,6 +360,10 @@ class ChatClient(Batching):
                 break
             except _Retryable as exc:
                 error = str(exc)
+                if exc.lost and lost < LOST_CONNECTIONS:
+                    lost += 1  # its endpoint is held back now: the next attempt goes to another, or waits
+                    self._count(retries=1)
+                    continue
                 if exc.shared and paced < PACED_429S:
                     paced += 1
                 elif retry >= self.max_retries:
@@ -375,7 +392,7 @@ class ChatClient(Batching):
             )
             return result
         seconds = time.perf_counter() - t0
-        attempts = retry + paced + 1
+        attempts = retry + paced + lost + 1
         error = f"{error} (after {attempts} attempt{'s' if attempts > 1 else ''})"
         log.warning("chat request to %s failed: %s", self.base_url, error)
         self._count(failures=1, seconds=seconds)

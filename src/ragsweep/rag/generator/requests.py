@@ -197,10 +197,11 @@ class _Final(Exception):
 
 
 class _Retryable(Exception):
-    def __init__(self, message: str, retry_after: float | None = None, shared: bool = False):
+    def __init__(self, message: str, retry_after: float | None = None, shared: bool = False, lost: bool = False):
         super().__init__(message)
         self.retry_after = retry_after
         self.shared = shared  # a 429 to a request sent beside others: the client's pace, not the request
+        self.lost = lost  # its endpoint refused or dropped the connection: the server's fault, not the request's
 
 
 class _Skipped(Exception):

@@ -59,6 +59,27 @@ class _LoopState:
     slots: asyncio.Queue
     cond: asyncio.Condition = field(default_factory=asyncio.Condition)
     in_flight: int = 0
+    #: endpoints that stopped answering (connection refused or dropped), each with the slots held back
+    #: from the queue until it answers again: requests go to the other endpoints, or wait
+    down: dict = field(default_factory=dict)
+    #: endpoints given up for good (their server is not coming back): their slots leave the queue
+    gone: set = field(default_factory=set)
+    probes: set = field(default_factory=set)  # the tasks that watch the down endpoints
+    dropped: list = field(default_factory=list)  # slots of gone endpoints taken out of the queue
+
+    def release(self, slot: int) -> None:
+        """A slot back after its request: to the queue, held while its endpoint is down, or dropped
+        when its endpoint is gone and another still answers."""
+        if slot in self.down:
+            self.down[slot].append(slot)
+        elif slot in self.gone and len(self.gone) < len(self.clients):
+            self.dropped.append(slot)
+        else:
+            self.slots.put_nowait(slot)
+
+    @property
+    def all_gone(self) -> bool:
+        return len(self.gone) >= len(self.clients)
 
     @classmethod
     def make(cls, clients: list, concurrency: int) -> "_LoopState":

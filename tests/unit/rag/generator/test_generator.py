@@ -468,3 +468,48 @@ def test_build_client_uses_config_and_sends_key_from_env(compose_cfg, tmp_path, 
     assert "sk-very-secret" not in caplog.text and "sk-very-secret" not in repr(client)
     # the llamacpp generator config leaves concurrency to the server's kind: this one is external (8)
     assert client.concurrency == 8 and client.max_retries == 3
+
+
+# -- an endpoint that dies under a run (a llama.cpp process killed) ----------------------------------
+def test_requests_to_an_endpoint_that_died_go_to_the_live_one():
+    # two processes of one model; one dies after both answered: with no retry allowed, every
+    # request is still answered, by the live one (before: those sent to the dead one failed)
+    with FakeOpenAIServer(default=ok()) as a, FakeOpenAIServer(default=ok()) as b:
+        c = ChatClient([a.base_url, b.base_url], "fake", concurrency=2, timeout_s=10, max_retries=0, progress=False)
+        assert all(r.ok for r in c.chat_many([q("w0"), q("w1")]))
+        a.stop()  # nothing listens on its port now: connections are refused
+        results = c.chat_many([q(f"q{i}") for i in range(8)])
+        assert [r.text for r in results] == [f"echo: q{i}" for i in range(8)]
+        assert c.stats["failures"] == 0 and c.stats["endpoint_outages"] == 1
+        assert b.n_requests == 1 + 8
+
+
+def test_a_single_endpoint_that_comes_back_is_waited_for():
+    with FakeOpenAIServer(default=ok()) as a:
+        c = ChatClient(a.base_url, "fake", concurrency=2, timeout_s=10, max_retries=0, progress=False)
+        assert c.chat(q("warm")).ok
+        port = a.port
+    back: list[FakeOpenAIServer] = []
+    timer = threading.Timer(0.6, lambda: back.append(FakeOpenAIServer(default=ok(), port=port).__enter__()))
+    timer.start()  # the server restarted on its port (as ManagedServer's watcher does)
+    try:
+        t0 = time.monotonic()
+        results = c.chat_many([q(f"q{i}") for i in range(3)])
+        took = time.monotonic() - t0
+    finally:
+        timer.join()
+        for srv in back:
+            srv.stop()
+    assert [r.text for r in results] == [f"echo: q{i}" for i in range(3)], [r.error for r in results]
+    assert c.stats["failures"] == 0 and c.stats["endpoint_outages"] == 1 and 0.5 < took < 10
+
+
+def test_an_endpoint_given_up_by_its_server_fails_its_requests_without_waiting():
+    with FakeOpenAIServer(default=ok()) as a:
+        c = ChatClient(a.base_url, "fake", timeout_s=10, max_retries=1, backoff_s=0.01, progress=False,
+                       recover_s=300, endpoint_gone=lambda i: True)
+        assert c.chat(q("warm")).ok
+    t0 = time.monotonic()
+    results = c.chat_many([q("a"), q("b")])
+    assert not any(r.ok for r in results) and all("connection error" in r.error for r in results)
+    assert c.stats["failures"] == 2 and time.monotonic() - t0 < 5

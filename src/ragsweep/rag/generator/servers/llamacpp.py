@@ -149,9 +149,11 @@ class LlamaCppServer(ManagedServer):
         engine: str | None = "auto",
         parallel: int | str | None = "auto",
         flash_attn: str | None = "auto",
+        max_restarts: int = 3,
         **kw: Any,
     ):
-        super().__init__(model_name=model_alias, host=host, port=port, startup_timeout_s=startup_timeout_s, **kw)
+        super().__init__(model_name=model_alias, host=host, port=port, startup_timeout_s=startup_timeout_s,
+                         max_restarts=max_restarts, **kw)
         # llama.cpp's own llama-server (slots decoded together) where it was built, else llama-cpp-python's
         self.engine = llama_server.resolve_engine(engine)
         self.parallel = llama_server.check_parallel(parallel) if self.engine == "llama-server" else 1
@@ -176,7 +178,7 @@ class LlamaCppServer(ManagedServer):
                                 model_alias=model_alias, extra_args=extra_args, cache_dir=cache_dir,
                                 omp_wait_policy=omp_wait_policy, model_format=model_format, n_threads=self.n_threads,
                                 n_threads_batch=self.n_threads_batch, replicas=1, engine=self.engine,
-                                parallel=self.parallel, flash_attn=self.flash_attn, **kw)
+                                parallel=self.parallel, flash_attn=self.flash_attn, max_restarts=max_restarts, **kw)
         self._replicas: list[LlamaCppServer] = []
         self.model_alias = model_alias
         self.extra_args = [str(a) for a in (extra_args or [])]
@@ -292,7 +294,15 @@ class LlamaCppServer(ManagedServer):
 
     @property
     def log_paths(self) -> list[Path]:
-        return [p for p in (self.log_path, *(sib.log_path for sib in self._replicas)) if p is not None]
+        """Every process's log, those of processes that died and were restarted included."""
+        return [*super().log_paths, *(p for sib in self._replicas for p in sib.log_paths)]
+
+    def restart_count(self) -> int:
+        return self.restarts + sum(sib.restarts for sib in self._replicas)
+
+    def endpoint_gone(self, index: int = 0) -> bool:
+        """``base_urls[index]``'s process died for good (0: this one, i: the i-th sibling)."""
+        return super().endpoint_gone() if index == 0 else self._replicas[index - 1].endpoint_gone()
 
     def crash_hint(self, returncode: int) -> str | None:
         if exit_signal(returncode) in CPU_CRASH_SIGNALS:

@@ -5,6 +5,8 @@ It runs a command on loopback in its own process group, logs its output to a fil
 ``stop_grace_s``) on ``stop()``, on context-manager exit, at interpreter exit, and when this
 process gets SIGINT/SIGTERM/SIGHUP (the previous handlers are then called, so Ctrl-C still raises
 KeyboardInterrupt and SIGTERM still ends the process with its conventional status).
+
+With ``max_restarts`` > 0 a process that dies under a run is restarted on its port (``restart``).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from ragsweep.rag.generator.servers.errors import (
     ServerError,
     ServerStartupError,
 )
+from ragsweep.rag.generator.servers.restart import Restarts
 from ragsweep.rag.generator.servers.process import (
     describe_exit,
     exit_signal,
@@ -42,7 +45,7 @@ from ragsweep.rag.generator.servers.process import (
 log = logging.getLogger(__name__)
 
 
-class ManagedServer:
+class ManagedServer(Restarts):
     """A local OpenAI-compatible server process that this process owns.
 
     ``command(port)`` gives the argv to run (pass a callable, or subclass and override
@@ -68,6 +71,8 @@ class ManagedServer:
         env: Mapping[str, str] | None = None,
         log_dir: str | os.PathLike | None = None,
         state_dir: str | os.PathLike | None = None,
+        max_restarts: int = 0,
+        restart_backoff_s: float = 1.0,
     ):
         self._command = command
         self.model_name = model_name
@@ -87,6 +92,16 @@ class ManagedServer:
         self._pid_file: Path | None = None
         self._stopped = False
         self._lock = threading.RLock()
+        if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < 0:
+            raise ValueError(f"{self.config_key}.max_restarts must be an integer >= 0, got {max_restarts!r}")
+        self.max_restarts = max_restarts
+        self.restart_backoff_s = float(restart_backoff_s)
+        #: processes restarted after they died under a run (the watcher's count)
+        self.restarts = 0
+        self._old_logs: list[Path] = []  # the logs of the processes that died and were restarted
+        self._closing = threading.Event()  # stop() was called: no restart, a start in progress gives up
+        self._watcher: threading.Thread | None = None
+        self._gave_up: str | None = None  # death() once the watcher stopped restarting it
 
     # -- what to run (override in subclasses) -------------------------------------------------
     def command(self, port: int) -> list[str]:
@@ -126,8 +141,10 @@ class ManagedServer:
         ``exit status 3``) and the path of its log (``log_path``, kept after ``stop()``). The
         lines after it give the likely cause and its fix where one is known (``crash_hint``:
         for llama.cpp, a build for another CPU) and the last lines of the log."""
+        if self._gave_up is not None:
+            return self._gave_up
         rc = self._proc.poll() if self._proc is not None and not self._stopped else None
-        if rc is None:
+        if rc is None or self.restarting:
             return None
         return self.exit_report(rc, f"the {self.kind} server (pid {self._proc.pid}) died")
 
@@ -171,7 +188,7 @@ class ManagedServer:
     @property
     def log_paths(self) -> list[Path]:
         """Every log this server writes (one per process), for a run's artifacts."""
-        return [self.log_path] if self.log_path is not None else []
+        return [*self._old_logs, *([self.log_path] if self.log_path is not None else [])]
 
     @property
     def base_urls(self) -> list[str]:
@@ -223,12 +240,15 @@ class ManagedServer:
         with self._lock:
             if self.running:
                 return self
+            self._closing.clear()
+            self._gave_up = None
             self.check()
             attempts = 1 if self.configured_port is not None else 3
             for attempt in range(attempts):
                 port = self.configured_port if self.configured_port is not None else free_port(self.host)
                 try:
                     self._start_once(port)
+                    self._supervise()
                     return self
                 except ServerStartupError as exc:
                     # a free port picked by us can be taken by someone else before the server binds it
@@ -268,7 +288,7 @@ class ManagedServer:
         try:
             self._wait_healthy(t0)
         except BaseException:
-            self.stop()
+            self._halt()
             raise
         self.startup_seconds = time.monotonic() - t0
         log.info("%s server healthy after %.1fs", self.kind, self.startup_seconds)
@@ -284,6 +304,8 @@ class ManagedServer:
             while True:
                 if shown is not None:
                     shown.tick()
+                if self._closing.is_set():
+                    raise ServerStartupError(f"the {self.kind} server was stopped while it started")
                 rc = self._proc.poll() if self._proc else None
                 if rc is not None:
                     raise ServerStartupError(self.exit_report(
@@ -309,7 +331,15 @@ class ManagedServer:
                 time.sleep(0.2)
 
     def stop(self) -> None:
-        """Stop the server's whole process group (idempotent); ``pid`` keeps the old pid."""
+        """Stop the server's whole process group (idempotent); ``pid`` keeps the old pid. A restart
+        under way gives up; no process is restarted after this."""
+        self._closing.set()
+        watcher = self._watcher
+        self._halt()
+        if watcher is not None and watcher is not threading.current_thread():
+            watcher.join(timeout=self.stop_grace_s + 15)
+
+    def _halt(self) -> None:
         with self._lock:
             proc = self._proc
             if proc is not None and not self._stopped:
