@@ -104,3 +104,45 @@ def test_a_nan_among_the_values_is_an_error_that_says_so():
     b = dict(a, q3=math.nan)
     c = compare(CR, "A", a, "B", b, tol=2.0)
     assert c.result.n == 39 and math.isfinite(c.result.low) and math.isfinite(c.result.p)
+
+
+# -- 3. an observed difference of exactly 0 has no direction ---------------------------------------
+NO_DIFF = "NO DIFFERENCE, NOT SIGNIFICANT"
+
+
+@pytest.mark.parametrize("levels, expect", [
+    ([[50.0, 60.0], [50.0, 60.0]], {"higher_for": 0.1}),  # `ragsweep-reproduce --only ragchecker_prompt --limit 2`: both questions tie
+    ([[50.0, 60.0], [50.0, 60.0]], {"lower_for": 0.1}),
+    ([[40.0] * 8, [40.0] * 8, [40.0] * 8], "increasing"),
+    ([[40.0] * 8, [40.0] * 8, [40.0] * 8], "decreasing"),
+    ([[40.0] * 5, [45.0] * 5, [40.0] * 5], "increasing"),  # +5 then -5: the steps cancel, no net direction
+    ([[0.3] * 5, [0.1 + 0.2] * 5], "decreasing"),  # a difference of 5.6e-17 is rounding, not a direction
+])
+def test_a_difference_of_exactly_zero_is_neither_direction(levels, expect):
+    # before: every tie read "OPPOSITE DIRECTION, NOT SIGNIFICANT" (net > 0 failed, so "opposite")
+    from types import SimpleNamespace
+
+    from ragsweep.analysis.report.directions import directions_markdown
+
+    v = _direction(levels, expect)
+    assert v.verdict == NO_DIFF and v.verdict in VERDICTS
+    assert "no difference observed" in v.detail
+    line = v.line()
+    assert "OPPOSITE" not in line and "SAME DIRECTION" not in line and NO_DIFF in line
+    assert "no difference observed" in line
+    runs = SimpleNamespace(experiment="x", parent_id="p", parent_name="p", children=[])
+    md = directions_markdown([v], runs, "test")
+    assert f"**{NO_DIFF}**" in md and "0 opposite direction, not significant, 1 no difference, not significant" in md
+    assert "- NO DIFFERENCE, NOT SIGNIFICANT:" in md  # the rules say what it means
+
+
+def test_a_non_zero_difference_keeps_its_direction():
+    one_down = _direction([[50.0] * 8, [50.0] * 7 + [49.0]], "increasing")  # -0.125: opposite, however small
+    assert one_down.verdict == "OPPOSITE DIRECTION, NOT SIGNIFICANT" and one_down.n_needed is not None
+    one_up = _direction([[50.0] * 8, [50.0] * 7 + [51.0]], "increasing")
+    assert one_up.verdict == "SAME DIRECTION, NOT SIGNIFICANT"
+    # higher for 0.1: above 0.0, equal to 0.2 - the smallest step is 0, not the paper's direction nor the opposite
+    tie = _direction([[40.0] * 8, [45.0] * 8, [45.0] * 8], {"higher_for": 0.1})
+    assert tie.verdict == NO_DIFF and "0.2" in tie.detail and tie.no_finite_n
+    below = _direction([[40.0] * 5, [45.0] * 5, [45.5] * 5], {"higher_for": 0.1})
+    assert below.verdict == "OPPOSITE DIRECTION, NOT SIGNIFICANT"

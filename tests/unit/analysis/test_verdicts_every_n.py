@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ragsweep.analysis import search, stats
-from ragsweep.analysis.report.directions import CONTRADICTED, NO_DATA, OPPOSITE_NS, REPRODUCED, SAME_NS, check_direction, decide
+from ragsweep.analysis.report.directions import CONTRADICTED, NO_DATA, NO_DIFF_NS, OPPOSITE_NS, REPRODUCED, SAME_NS, check_direction, decide
 from ragsweep.analysis.report.paired import adjust, run_values
 from ragsweep.analysis.search import Entry, decide_rung
 
@@ -205,7 +205,7 @@ def test_no_verdict_below_the_n_at_which_the_test_can_reach_alpha(n, n_levels, k
     levels = [data.draw(st.lists(value, min_size=n, max_size=n)) for _ in range(n_levels)]
     expect = {kind: 0.0} if kind in ("higher_for", "lower_for") else kind
     v = _direction(levels, expect, tol=data.draw(st.floats(0.0, 50.0)) if kind == "flat" else None)
-    assert v.verdict in (SAME_NS, OPPOSITE_NS, NO_DATA), (levels, v.verdict, v.steps)
+    assert v.verdict in (SAME_NS, OPPOSITE_NS, NO_DIFF_NS, NO_DATA), (levels, v.verdict, v.steps)
 
 
 def test_a_barely_moves_step_decided_by_ppi_uses_the_tol_tests_on_its_normal_interval():

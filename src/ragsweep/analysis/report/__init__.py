@@ -14,7 +14,8 @@ Reads (through :mod:`ragsweep.tracking`) the latest parent run of the experiment
   RAGChecker Fig. 6/7/8/10 and RAGBench Fig. 4;
 - ``directions.md`` / ``directions.json``: each direction the paper reports (the ``sweep.directions``
   of the experiment config) as a verdict from paired tests over questions (REPRODUCED, SAME
-  DIRECTION NOT SIGNIFICANT, OPPOSITE DIRECTION NOT SIGNIFICANT, CONTRADICTED, NO DATA) with p, n
+  DIRECTION NOT SIGNIFICANT, OPPOSITE DIRECTION NOT SIGNIFICANT, NO DIFFERENCE NOT SIGNIFICANT,
+  CONTRADICTED, NOT TESTABLE, NO DATA) with p, n
   and the questions needed for 80% power; ``comparisons.md``: every system against the baseline.
   Table cells are ``mean ± half-width (n)``, figures carry error bars. The formulas are in
   docs/statistics.md.
@@ -39,14 +40,14 @@ metric's scale) and docs/statistics.md.
 from __future__ import annotations
 
 from ragsweep.analysis.report.cli import ARTIFACT_DIR, PROG, Report, build_report, load_sweep_spec, main, parse_args
-from ragsweep.analysis.report.directions import (CONTRADICTED, NO_DATA, NOT_REPRODUCED, NOT_TESTABLE, OPPOSITE_NS, REPRODUCED,
-                                        SAME_NS, Verdict, check_direction, decide, parse_expect)
+from ragsweep.analysis.report.directions import (CONTRADICTED, NO_DATA, NO_DIFF_NS, NOT_REPRODUCED, NOT_TESTABLE, OPPOSITE_NS,
+                                        REPRODUCED, SAME_NS, Verdict, check_direction, decide, parse_expect)
 from ragsweep.analysis.report.frame import ReportError, metric_info, metric_scale, runs_frame, sort_values
 from ragsweep.analysis.report.table import LAYOUTS, RAGBENCH_COLUMNS, RAGCHECKER_COLUMNS, build_table
 from ragsweep.tracking import SHORT_PARAMS
 
 __all__ = [
-    "ARTIFACT_DIR", "CONTRADICTED", "LAYOUTS", "NO_DATA", "NOT_REPRODUCED", "NOT_TESTABLE", "OPPOSITE_NS", "PROG", "SAME_NS", "decide", "RAGBENCH_COLUMNS", "RAGCHECKER_COLUMNS",
+    "ARTIFACT_DIR", "CONTRADICTED", "LAYOUTS", "NO_DATA", "NO_DIFF_NS", "NOT_REPRODUCED", "NOT_TESTABLE", "OPPOSITE_NS", "PROG", "SAME_NS", "decide", "RAGBENCH_COLUMNS", "RAGCHECKER_COLUMNS",
     "REPRODUCED", "Report", "ReportError", "SHORT_PARAMS", "Verdict", "build_report", "build_table", "check_direction",
     "load_sweep_spec", "main", "metric_info", "metric_scale", "parse_args", "parse_expect", "runs_frame", "sort_values",
 ]

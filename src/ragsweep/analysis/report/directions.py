@@ -1,6 +1,7 @@
 """Paper directions: each direction a paper reports (``sweep.directions`` of the experiment config)
 marked REPRODUCED, CONTRADICTED, SAME DIRECTION, NOT SIGNIFICANT, OPPOSITE DIRECTION, NOT
-SIGNIFICANT, NOT TESTABLE or NO DATA, with the numbers. The rules are in :data:`RULES` (and
+SIGNIFICANT, NO DIFFERENCE, NOT SIGNIFICANT (an observed difference of 0: neither way), NOT TESTABLE
+or NO DATA, with the numbers. The rules are in :data:`RULES` (and
 docs/statistics.md, section 4); a metric's range (for the default tolerance of ``flat`` and the
 range of its "barely moves" interval) comes from the metric registry: a "barely moves" direction
 on a metric without a known range (or with a tol at or above it, or values outside it) is NOT
@@ -23,12 +24,17 @@ from ragsweep.tracking import SweepRuns
 REPRODUCED = "REPRODUCED"
 SAME_NS = "SAME DIRECTION, NOT SIGNIFICANT"
 OPPOSITE_NS = "OPPOSITE DIRECTION, NOT SIGNIFICANT"
+#: increasing / decreasing / higher for / lower for whose deciding change (net over the steps; for
+#: higher / lower for, the smallest step) is 0: neither the paper's direction nor the opposite
+NO_DIFF_NS = "NO DIFFERENCE, NOT SIGNIFICANT"
 CONTRADICTED = "CONTRADICTED"
 NO_DATA = "NO DATA"
 #: no valid test of the expectation exists on this metric (no known range, a tol covering the whole
 #: range, or values outside it): more questions would not help
 NOT_TESTABLE = "NOT TESTABLE"
-VERDICTS = (REPRODUCED, SAME_NS, OPPOSITE_NS, CONTRADICTED, NOT_TESTABLE, NO_DATA)
+VERDICTS = (REPRODUCED, SAME_NS, OPPOSITE_NS, NO_DIFF_NS, CONTRADICTED, NOT_TESTABLE, NO_DATA)
+#: the NOT SIGNIFICANT verdicts: the data cannot tell, so p, n and the questions for power are shown
+NOT_SIGNIFICANT = (SAME_NS, OPPOSITE_NS, NO_DIFF_NS)
 # the name of CONTRADICTED before the verdicts carried statistics (kept for code that imports it)
 NOT_REPRODUCED = CONTRADICTED
 ALPHA = 0.05
@@ -62,7 +68,7 @@ class Verdict:
         power = "" if power == "-" else (f", no finite n for {goal}" if power == "no finite n"
                                          else f", ~{power} questions for {goal}")
         stat = f" (p={p_text(self.p)}, n={self.n}{power})" if self.p is not None else ""
-        why = f" ({self.detail})" if self.detail and self.verdict in (NO_DATA, NOT_TESTABLE) else ""
+        why = f" ({self.detail})" if self.detail and self.verdict in (NO_DATA, NOT_TESTABLE, NO_DIFF_NS) else ""
         paper = f" [paper: {self.paper}]" if self.paper else ""
         return f"{self.metric}: {obs}{self.expected} — {self.verdict}{stat}{why}{paper}"
 
@@ -213,8 +219,13 @@ def decide(v: Verdict, alpha: float = ALPHA) -> Verdict:
         elif any((not r) and s and c.result.diff != 0 for r, s, c in zip(right, sig, comps)):
             v.verdict = CONTRADICTED
         else:
-            net = sum(sign * c.result.diff for c in comps) if v.kind in ("increasing", "decreasing") else min(sign * c.result.diff for c in comps)
-            v.verdict = SAME_NS if net > 0 else OPPOSITE_NS
+            signed = [sign * c.result.diff for c in comps]
+            net = sum(signed) if v.kind in ("increasing", "decreasing") else min(signed)
+            if _is_zero(net, comps):  # neither way: not "opposite" because it is not "same"
+                v.verdict = NO_DIFF_NS
+                v.detail = _no_difference_text(v, comps)
+            else:
+                v.verdict = SAME_NS if net > 0 else OPPOSITE_NS
         decisive = ([(not r) and s and c.result.diff != 0 for r, s, c in zip(right, sig, comps)]
                     if v.verdict == CONTRADICTED else None)
     if decisive is not None and v.verdict == CONTRADICTED:
@@ -224,8 +235,26 @@ def decide(v: Verdict, alpha: float = ALPHA) -> Verdict:
         step = weakest(comps)
     v.p = step.p_adj
     v.n_needed = step.n_needed
-    v.no_finite_n = step.n_needed is None and step.result.n > 0 and v.verdict in (SAME_NS, OPPOSITE_NS)
+    v.no_finite_n = step.n_needed is None and step.result.n > 0 and v.verdict in NOT_SIGNIFICANT
     return v
+
+
+def _is_zero(x: float, comps: Sequence[Any]) -> bool:
+    """``x`` (a step's difference, or their net) is 0 up to rounding: within ``stats.REL_TOL`` of the
+    levels' values (a level's per-question value is a mean over systems, whose rounding can leave
+    1e-16 where every question ties)."""
+    size = sum(max(abs(c.result.mean_a), abs(c.result.mean_b)) for c in comps)
+    return abs(x) <= stats.REL_TOL * size if math.isfinite(size) else x == 0
+
+
+def _no_difference_text(v: Verdict, comps: Sequence[Any]) -> str:
+    """Why a NO DIFFERENCE verdict: every step 0, the steps cancel, or the named level ties another."""
+    zero = [c for c in comps if _is_zero(c.result.diff, comps)]
+    if len(zero) == len(comps):
+        return "no difference observed: every step's difference is 0"
+    if v.kind in ("increasing", "decreasing") or not zero:
+        return "no difference observed net over the steps: they cancel"
+    return f"no difference observed between {zero[0].b} and {', '.join(c.a for c in zero)}"
 
 
 def zero_n(tol_share: float = 0.02) -> int | None:
@@ -254,7 +283,7 @@ def weakest(comps: Sequence[Any]) -> Any:
 
 
 def power_text(v: Verdict) -> str:
-    if v.verdict not in (SAME_NS, OPPOSITE_NS):
+    if v.verdict not in NOT_SIGNIFICANT:
         return "-"
     if v.n_needed:
         return str(v.n_needed)
@@ -281,7 +310,7 @@ def directions_markdown(verdicts: Sequence[Verdict], runs: SweepRuns, spec_sourc
             obs = "; ".join(
                 f"{value_label(v.param, val)} {fmt(m)} [{fmt(lo)}, {fmt(hi)}] ({n})" for val, m, lo, hi, n in v.values
             ) or v.observed
-            if v.verdict in (NO_DATA, NOT_TESTABLE) and v.detail:
+            if v.verdict in (NO_DATA, NOT_TESTABLE, NO_DIFF_NS) and v.detail:
                 obs = f"{obs} — {v.detail}" if obs else v.detail
             power = power_text(v)
             out.append("| " + " | ".join(_md_cell(x) for x in (
@@ -325,6 +354,10 @@ def directions_markdown(verdicts: Sequence[Verdict], runs: SweepRuns, spec_sourc
         "for 'barely moves', how many questions like these its interval would need to lie inside (or outside) ±tol.",
         "- OPPOSITE DIRECTION, NOT SIGNIFICANT: the observed change goes the other way, not significantly; for "
         "'barely moves': some step changed by more than ±tol, not significantly (it may move; the data cannot tell).",
+        "- NO DIFFERENCE, NOT SIGNIFICANT: the observed change is 0 (net over the steps; for higher / lower for, the "
+        "smallest step), e.g. every question ties: neither the expected way nor the other. The questions column "
+        "says 'no finite n' when the deciding step's difference is 0. ('Barely moves' has no such case: a step of 0 "
+        "lies within ±tol.)",
         "- NOT TESTABLE: no valid test of the expectation exists, whatever the number of questions: for 'barely "
         "moves', the metric has no known range (the metric registry states no finite scale: a count, or a metric it "
         "does not know; no range is guessed), tol is at or above the range (every step lies within it), or a value "

@@ -200,7 +200,7 @@ def test_directions(topk_report):
     assert f1["verdict"] == "SAME DIRECTION, NOT SIGNIFICANT" and f1["p"] > 0.05 and f1["n_needed"] > N_Q
     assert verdicts["ragchecker/generator/faithfulness"]["verdict"] == "NO DATA"
     assert "k=5 41.2 [" in md and "**CONTRADICTED**" in md and "### Steps" in md
-    assert "1 reproduced, 1 same direction, not significant, 0 opposite direction, not significant, 1 contradicted, 0 not testable, 1 no data" in md
+    assert "1 reproduced, 1 same direction, not significant, 0 opposite direction, not significant, 0 no difference, not significant, 1 contradicted, 0 not testable, 1 no data" in md
     assert "Judge: evaluator=offline" in md
     line = next(x for x in stdout.splitlines() if "claim_recall" in x and "REPRODUCED" in x)
     assert line.startswith("  ragchecker/retriever/claim_recall: k=5 41.2 -> k=10 47.9 -> k=20 52.3: increasing — REPRODUCED (p=")
