@@ -52,9 +52,14 @@ def test_one_trace_per_question_with_spans_and_assessments(tracker, monkeypatch)
     res = tt.log_traces(tracker, recs, judge="llm:smollm2", run_id=run_id)
     tracker.end()
     assert res["traces"] == 3 and res["errors"] == 0 and res["spans"] == 15
-    # NaN metrics skipped; the failed question: its reason; each question's ground truth as two
-    # expectations (reference answer, ground-truth claims; the fixture has no relevant spans)
-    assert res["assessments"] == 3 + 3 + 1 + 3 * 2
+    # each question's registry metrics where defined (RAGAS's faithfulness is NaN: none), the failed
+    # question: its reason; each question's ground truth as two expectations (reference answer,
+    # ground-truth claims; the fixture has no relevant spans)
+    from ragsweep.tracking.trace_build import question_values
+
+    defined = [question_values(r) for r in recs[:2]]
+    assert res["assessments"] == sum(len(d) for d in defined) + 1 + 3 * 2
+    assert not any(m.name == "ragas/faithfulness" for d in defined for m, _ in d)
     found = {t.info.trace_metadata["ragsweep.query_id"]: t for t in _traces(tracker, run_id)}
     assert set(found) == {str(recs[0]["query_id"]), str(recs[1]["query_id"]), "failed"}
     t0 = found[str(recs[0]["query_id"])]
@@ -66,11 +71,24 @@ def test_one_trace_per_question_with_spans_and_assessments(tracker, monkeypatch)
     assert spans["generate"].attributes["ragsweep.prompt_tokens"] == 100
     claims = spans["evaluate"].outputs["response_claims"]
     assert len(claims) == len(recs[0]["response_claims"]) and {"vs_gt", "vs_chunks", "hallucination"} <= set(claims[0])
+    names = [a.name for a in t0.info.assessments]
+    assert len(names) == len(set(names))  # MLflow's UI shows a name's part after its last slash: none has one
+    assert not any("/" in n for n in names)
     by_name = {a.name: a for a in t0.info.assessments}
-    assert by_name["ragchecker/overall/f1"].value == 40.0
-    assert by_name["ragchecker/overall/f1"].source.source_type == "LLM_JUDGE"
-    assert by_name["ragchecker/overall/f1"].source.source_id == "llm:smollm2"
-    assert by_name["retrieval/recall_at_k"].source.source_type == "CODE"
+    from ragsweep.judge.ragchecker_metrics import compute_example_metrics
+
+    f1 = compute_example_metrics(recs[0])["f1"]  # on RAGChecker's 0-100, as the run's metric
+    assert by_name["f1 (RAGChecker)"].value == round(f1, 1) and by_name["f1 (RAGChecker)"].value != 0.4
+    assert by_name["f1 (RAGChecker)"].metadata["ragsweep.metric"] == "ragchecker/overall/f1"
+    assert by_name["f1 (RAGChecker)"].source.source_type == "LLM_JUDGE"
+    assert by_name["f1 (RAGChecker)"].source.source_id == "llm:smollm2"
+    assert by_name["recall at k (retrieval)"].value == 1.0
+    assert by_name["recall at k (retrieval)"].source.source_type == "CODE"
+    assert all(len(repr(a.value).split(".")[-1]) <= 3 for a in t0.info.assessments if isinstance(a.value, float))
+    assert json.loads(t0.info.request_preview) == {"system": "sync", "query": recs[0]["query"]}
+    preview = t0.info.response_preview
+    assert preview.startswith(recs[0]["response"][:40]) and "**Ground truth:**" in preview and len(preview) <= 1000
+    assert "Retrieved chunks" in preview and recs[0]["gt_answer"][:30] in preview
     assert by_name["expected_response"].value == recs[0]["gt_answer"]  # where MLflow's own judges read it
     assert by_name["expected_facts"].value == [" ".join(c) if isinstance(c, list) else c for c in recs[0]["gt_answer_claims"]]
     assert by_name["expected_response"].source.source_type == "HUMAN"
@@ -96,9 +114,12 @@ def test_traces_filter_by_metric(tracker, monkeypatch):
     run_id = tracker.start("filter")
     tt.log_traces(tracker, _records(), judge="offline", run_id=run_id)
     tracker.end()
+    from ragsweep.judge.ragchecker_metrics import compute_example_metrics
+
+    want = sum(compute_example_metrics(r)["hallucination"] > 0 for r in _records()[:2])
     hits = mlflow.search_traces(locations=[tracker.experiment_id], run_id=run_id, return_type="list",
-                                filter_string="feedback.`ragchecker/generator/hallucination` > 0")
-    assert len(hits) == 1 and hits[0].info.assessments[0].source.source_type == "CODE"
+                                filter_string="feedback.`hallucination (RAGChecker)` > 0")
+    assert len(hits) == want and hits[0].info.assessments[0].source.source_type == "CODE"
 
 
 @pytest.mark.slow  # a fresh sqlite MLflow store: 10-40 s on 2 busy cores
