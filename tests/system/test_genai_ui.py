@@ -46,7 +46,7 @@ def test_mlflow_genai_pages_show_what_a_person_compares_and_labels(tmp_path, mon
             "generator=external", f"generator.server.base_url={fake.base_url}", "generator.server.model=fake",
             f"generator.server.api_key_env={KEY_ENV}", "generator.name=fake"])
     assert store.dataset.startswith("clapnq-4q-") and store.eval_run and store.answers
-    assert len(store.systems) == 2 and len(store.review) >= 2 and store.view
+    assert len(store.systems) == 2 and store.review
     seen = ui.shoot(store, tmp_path / "shots")  # each page is checked inside (CheckError otherwise)
     assert set(seen) == {"datasets", "evaluation_runs", "runs_view", "trace", "evaluation_run_overview", "review_form"}
     assert "ragchecker/overall/precision" in seen["evaluation_runs"].split("]")[0]  # a headline metric leads
