@@ -165,3 +165,33 @@ def test_table_rows_one_per_question():
     cols = tt.table_rows(_records())
     assert cols["query_id"][-1] == "#failed" and cols["ragas/faithfulness"] == [None, None, None]
     assert cols["ragchecker/overall/f1"] == [40.0, 60.0, None]
+
+
+def test_assessment_names_are_unique_without_a_slash_and_values_keep_their_scales_digits():
+    from ragsweep.judge.metrics import registry
+    from ragsweep.tracking.trace_build import assessment_name, rounded
+
+    per_question = [m for m in registry.all_metrics() if m.per_question is not None]
+    names = [assessment_name(m) for m in per_question]
+    assert len(set(names)) == len(names) and not any("/" in n for n in names)
+    assert assessment_name(registry.get("ragchecker/generator/faithfulness")) == "faithfulness (RAGChecker)"
+    assert assessment_name(registry.get("ragas/faithfulness")) == "faithfulness (RAGAS)"
+    assert rounded(200 / 3, registry.get("ragchecker/overall/f1")) == 66.7
+    assert rounded(0.1 + 0.2, registry.get("trace/utilization")) == 0.3
+
+
+def test_the_response_preview_holds_the_answer_ground_truth_and_used_chunks_within_mlflows_limit():
+    from ragsweep.tracking.trace_build import PREVIEW_CHARS, request_preview, response_preview
+
+    rec = {"query": "q?", "response": "Paris is the capital.", "gt_answer": "Paris.",
+           "retrieved_context": [{"doc_id": "a.md", "text": "Lyon is big. " * 200}, {"doc_id": "b.md", "text": "Paris is the capital of France. " * 100}],
+           "retrieved2response": [["Neutral", "Entailment"]]}
+    text = response_preview(rec)
+    assert len(text) <= PREVIEW_CHARS and text.startswith("Paris is the capital.")
+    assert "**Ground truth:** Paris." in text and "used** (1 of 2)" in text and "`b.md` Paris is the capital" in text
+    assert "a.md" not in text  # not used by the answer
+    none_used = response_preview({**rec, "retrieved2response": [["Neutral", "Neutral"]]})
+    assert "a.md" in none_used and "b.md" in none_used and len(none_used) <= PREVIEW_CHARS  # every chunk, clipped
+    assert response_preview({**rec, "response": ""}).startswith("*(no answer: retrieval only)*")
+    assert json.loads(request_preview(rec, "bm25-k2")) == {"system": "bm25-k2", "query": "q?"}
+    assert len(request_preview({"query": "x" * 5000}, "s")) <= PREVIEW_CHARS
