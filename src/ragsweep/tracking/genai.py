@@ -37,6 +37,9 @@ SOURCE_ID = "ragsweep.dataset"
 #: a dataset loaded from MLflow (``dataset=mlflow``) keeps its MLflow name behind this prefix
 FROM_MLFLOW = "mlflow:"
 
+#: the run tag MLflow's evaluation-run overview reads as the run's trace count ("Scanned N traces")
+TRACE_COUNT_TAG = "total_traces"
+
 _warned: set[str] = set()
 
 
@@ -211,7 +214,6 @@ def tag_trace_count(run_id: str, tracking_uri: str | None = None) -> int:
     import mlflow
 
     from ragsweep.tracking.runs import client, resolve_tracking_uri
-    from ragsweep.tracking.traces import TRACE_COUNT_TAG
 
     uri = resolve_tracking_uri(tracking_uri)
     mlflow.set_tracking_uri(uri)
@@ -235,7 +237,7 @@ VIEW_METRICS = 4
 def view_columns(metrics: Sequence[str]) -> list[str]:
     """The runs table's columns of a sweep's view: the dataset, then each headline metric followed by
     its 95% interval (``/ci_low``, ``/ci_high``), in the runs table's column keys."""
-    from ragsweep.tracking.tracker import metric_name
+    from ragsweep.tracking.identity import metric_name
 
     cols = ["attributes.`Dataset`"]
     for m in metrics:

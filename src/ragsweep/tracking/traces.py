@@ -28,6 +28,7 @@ import time
 from typing import Any, Sequence
 
 # re-exported: the import paths of before the split (building a trace; the evaluation table)
+from ragsweep.tracking.genai import TRACE_COUNT_TAG
 from ragsweep.tracking.eval_table import MODE_ENV, TABLE_FILE, log_eval_table, table_rows  # noqa: F401
 from ragsweep.tracking.trace_build import (  # noqa: F401
     CODE_SOURCE,
@@ -44,8 +45,6 @@ from ragsweep.tracking.trace_build import (  # noqa: F401
 log = logging.getLogger(__name__)
 
 TRACE_BATCH = 50  # spans of this many traces per log_spans call
-#: the run tag MLflow's evaluation-run overview reads as the run's trace count ("Scanned N traces")
-TRACE_COUNT_TAG = "total_traces"
 
 
 # -- logging ---------------------------------------------------------------------------------------
