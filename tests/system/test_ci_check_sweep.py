@@ -35,7 +35,8 @@ def test_sweep_is_comparable_question_by_question_in_the_ui(ci_check_sweep, tmp_
     # issue #26: a system column, each question's own duration, ids as text, the headline assessments
     assert any(ln.startswith(f"traces: {n} questions listed") and "a system column and their own durations" in ln
                for ln in lines), lines
-    assert any(ln.startswith("headline assessments: f1, precision, recall") for ln in lines), lines
+    assert any(ln.startswith("headline assessments: f1 (RAGChecker), precision (RAGChecker), recall (RAGChecker)")
+               for ln in lines), lines
     assert any(ln.startswith("evaluation table: ") and f"{ci_check_sweep.questions} question ids as text" in ln
                for ln in lines), lines
     assert any(ln.startswith("filter ") and f" of {n} questions" in ln for ln in lines), lines
