@@ -14,7 +14,8 @@ MLflow UI (traces with assessments, a metric filter, the evaluation table, the c
      system (the run's name) in the Tags column of each trace, and each trace's Duration the
      question's own time (its prompt and its own request), not the batch's;
    - ``traces_assessments.png``: the same list scrolled to the headline assessment columns
-     (f1, precision, recall: MLflow orders assessment columns by name, after Input and Output);
+     (``f1 (RAGChecker)``, ``precision (RAGChecker)``, ``recall (RAGChecker)``: MLflow orders
+     assessment columns by name, after Input and Output);
    - ``traces_filtered.png``: the view's Filters (Feedback <metric> != 0.0) narrow the list to the
      questions with a non-zero value, exactly;
    - ``eval_table.png``: the runs' Evaluation (artifact) view shows ``eval_table.json`` for both runs,
@@ -86,11 +87,16 @@ class Prepared:
 
 
 def _filter_metric(records: list[dict[str, Any]]) -> tuple[str, int]:
-    """A metric that is 0 for some questions and not for others (hallucination first)."""
-    names = sorted({k for r in records for k in (r.get("metrics") or {})}, key=lambda k: ("hallucination" not in k, k))
-    for name in names:
-        vals = [r["metrics"][name] for r in records if isinstance((r.get("metrics") or {}).get(name), (int, float))
-                and math.isfinite(r["metrics"][name])]
+    """A per-question metric, by its name on the traces, that is 0 for some questions and not for
+    others (hallucination first)."""
+    from ragsweep.tracking.trace_build import assessment_name, question_values
+
+    per: dict[str, list[float]] = {}
+    for r in records:
+        for m, v in question_values(r):
+            per.setdefault(assessment_name(m), []).append(v)
+    for name in sorted(per, key=lambda k: ("hallucination" not in k, k)):
+        vals = per[name]
         nonzero = sum(1 for v in vals if v != 0)
         if 0 < nonzero < len(vals):
             return name, nonzero
@@ -226,7 +232,8 @@ def browse(base: str, prep: Prepared, out_dir: Path, chromium: str = CHROMIUM, t
             page.screenshot(path=str(shots[-1]))
             log(f"traces: {page.locator(rows).count()} questions listed with assessment columns, a system column "
                 f"and their own durations ({min(shown):.1f}-{max(shown):.1f} s)")
-            headline = [m for m in ("f1", "precision", "recall", prep.filter_metric) if page.get_by_label(f"Column options for {m}").count()]
+            headline = [m for m in ("f1 (RAGChecker)", "precision (RAGChecker)", "recall (RAGChecker)", prep.filter_metric)
+                        if page.get_by_label(f"Column options for {m}").count()]
             if len(headline) < 2:
                 raise CheckError(f"the Traces view lacks the headline assessment columns (has {headline})")
             page.get_by_label(f"Column options for {headline[0]}").first.scroll_into_view_if_needed()

@@ -35,7 +35,8 @@ def test_sweep_is_comparable_question_by_question_in_the_ui(ci_check_sweep, tmp_
     # issue #26: a system column, each question's own duration, ids as text, the headline assessments
     assert any(ln.startswith(f"traces: {n} questions listed") and "a system column and their own durations" in ln
                for ln in lines), lines
-    assert any(ln.startswith("headline assessments: f1, precision, recall") for ln in lines), lines
+    assert any(ln.startswith("headline assessments: f1 (RAGChecker), precision (RAGChecker), recall (RAGChecker)")
+               for ln in lines), lines
     assert any(ln.startswith("evaluation table: ") and f"{ci_check_sweep.questions} question ids as text" in ln
                for ln in lines), lines
     assert any(ln.startswith("filter ") and f" of {n} questions" in ln for ln in lines), lines
@@ -62,8 +63,14 @@ def test_store_must_exist(tmp_path):
 
 
 def test_filter_metric_is_one_that_narrows():
-    recs = [{"metrics": {"f1": 1.0, "ragchecker/generator/hallucination": h}} for h in (0.0, 2.0, 0.0)]
-    assert ui._filter_metric(recs) == ("ragchecker/generator/hallucination", 1)
+    from support import FIXTURES
+
+    # the metric by its name on the traces, its values the registry's from the claims (one of the two
+    # RAGChecker examples has a hallucinated claim)
+    recs = json.loads((FIXTURES / "ragchecker" / "examples_checking_outputs.json").read_text())["results"]
+    for r in recs:
+        r["metrics"] = {"f1": 0.0}
+    assert ui._filter_metric(recs) == ("hallucination (RAGChecker)", 1)
     with pytest.raises(ui.CheckError, match="nothing to filter on"):
         ui._filter_metric([{"metrics": {"f1": 1.0}}])
 

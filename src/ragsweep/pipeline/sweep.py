@@ -282,6 +282,12 @@ class SweepCallback(Callback):
             shown = list((config.get("summary") or {}).get("metrics") or [])
             rows = children_rows(self.tracker, self.parent_run_id)
             table = format_table(rows, shown)
+            from ragsweep.tracking.genai import VIEW_METRICS, runs_view
+
+            # the runs table's view: the first headline metrics the systems have, with their intervals
+            view = runs_view(self.tracker, [n for n in shown if any(n in r[2] for r in rows)][:VIEW_METRICS])
+            if view:
+                table += f"\nin the MLflow UI, side by side with their intervals: <server>/{view}"
             line, metrics = spent_line(rows, self.estimate, self.budget)  # spent beside the estimate
             if self.server is not None and hasattr(self.server, "restart_count"):
                 # the sweep's server: processes restarted after they died, for every job together

@@ -37,6 +37,9 @@ SOURCE_ID = "ragsweep.dataset"
 #: a dataset loaded from MLflow (``dataset=mlflow``) keeps its MLflow name behind this prefix
 FROM_MLFLOW = "mlflow:"
 
+#: the run tag MLflow's evaluation-run overview reads as the run's trace count ("Scanned N traces")
+TRACE_COUNT_TAG = "total_traces"
+
 _warned: set[str] = set()
 
 
@@ -117,6 +120,10 @@ def log_question_set(tracker: Any, dataset: Any) -> dict[str, Any]:
                                             tags={"ragsweep.source": str(dataset.name), "ragsweep.questions": str(len(records))})
             found.merge_records(records)
             created = True
+            # read it back: merging records gives the dataset a new digest (MLflow's store hashes its
+            # name and last update time), which the object create_dataset returned does not carry,
+            # so the first run logged the pre-merge digest and every later run another one
+            found = _find(name, tracker.experiment_id) or found
         log_input(tracker, found)
         return {"name": found.name, "dataset_id": found.dataset_id, "created": created}
     except Exception as exc:  # noqa: BLE001 - never fail a run for its dataset input
@@ -198,3 +205,66 @@ def mlflow_traces(experiment: str = "default", *, run: str | None = None, tracki
 
 def _is_expectation(a: Any) -> bool:
     return getattr(a, "expectation", None) is not None and getattr(a, "valid", True) is not False
+
+
+def tag_trace_count(run_id: str, tracking_uri: str | None = None) -> int:
+    """Tag run ``run_id`` (an ``mlflow.genai.evaluate`` run, say) with the number of traces linked
+    to it (``total_traces``): MLflow's evaluation-run overview reads that tag and says "Scanned NaN
+    traces" without it. A sweep's runs are tagged when their traces are sent. Returns the count."""
+    import mlflow
+
+    from ragsweep.tracking.runs import client, resolve_tracking_uri
+
+    uri = resolve_tracking_uri(tracking_uri)
+    mlflow.set_tracking_uri(uri)
+    cl = client(uri)
+    run = cl.get_run(run_id)
+    n = len(mlflow.search_traces(locations=[run.info.experiment_id], run_id=run_id, return_type="list",
+                                 include_spans=False, max_results=100_000))
+    cl.set_tag(run_id, TRACE_COUNT_TAG, str(n))
+    return n
+
+
+# -- the runs table's view of a sweep ----------------------------------------------------------------
+#: MLflow keeps a shareable view of an experiment's runs table in an experiment tag of this prefix and
+#: opens it from ``#/experiments/<id>/runs?viewStateShareKey=<key>``
+VIEW_TAG = "mlflow.sharedViewState."
+VIEW_PARAM = "viewStateShareKey"
+#: how many headline metrics the view shows (each with its interval: three columns)
+VIEW_METRICS = 4
+
+
+def view_columns(metrics: Sequence[str]) -> list[str]:
+    """The runs table's columns of a sweep's view: the dataset, then each headline metric followed by
+    its 95% interval (``/ci_low``, ``/ci_high``), in the runs table's column keys."""
+    from ragsweep.tracking.identity import metric_name
+
+    cols = ["attributes.`Dataset`"]
+    for m in metrics:
+        cols += [f"metrics.`{metric_name(k)}`" for k in (m, f"{m}/ci_low", f"{m}/ci_high")]
+    return cols
+
+
+def runs_view(tracker: Any, metrics: Sequence[str]) -> str | None:
+    """Save a view of the experiment's runs table that shows ``metrics`` (the sweep's headline
+    metrics, ``summary.metrics``) with their intervals, instead of MLflow's default (no metric of
+    hundreds); returns the path to open it (``#/experiments/<id>/runs?viewStateShareKey=<key>``), also
+    written to the tracker's run (the sweep's parent) as its description. Never raises (None)."""
+    if tracker is None or not getattr(tracker, "enabled", False) or not metrics:
+        return None
+    import json
+
+    try:
+        key = "ragsweep-" + content_hash("runs-view", list(metrics))[:16]
+        cols = view_columns(metrics)
+        state = {"selectedColumns": cols, "columnOrder": cols, "groupBy": None}
+        tracker.client.set_experiment_tag(tracker.experiment_id, VIEW_TAG + key, json.dumps(state))
+        path = f"#/experiments/{tracker.experiment_id}/runs?{VIEW_PARAM}={key}"
+        if getattr(tracker, "run_id", None):
+            tracker.client.set_tag(tracker.run_id, "mlflow.note.content",
+                                   f"The sweep's systems side by side, headline metrics with their 95% intervals: "
+                                   f"[open this view]({path}) (MLflow's runs table shows no metric until columns are picked).")
+        return path
+    except Exception as exc:  # noqa: BLE001 - a view is a convenience
+        warn_once("runs-view", f"no runs-table view saved for the sweep ({type(exc).__name__}: {str(exc)[:200]})")
+        return None

@@ -13,6 +13,8 @@ run it read back with the same rules.
 
 from __future__ import annotations
 
+import re
+
 from typing import Any, Mapping, Sequence
 
 from omegaconf import DictConfig
@@ -159,3 +161,11 @@ def retrieval_only_tags() -> dict[str, str]:
 def is_retrieval_only(run: Any) -> bool:
     """Whether an MLflow run was retrieval-only (its ``ragsweep.mode`` tag)."""
     return run.data.tags.get(MODE_TAG) == MODE
+
+
+_BAD_CHARS = re.compile(r"[^0-9A-Za-z_\-. /:]")
+
+
+def metric_name(name: str) -> str:
+    """A metric's name as MLflow takes it: letters, digits, ``_ - . space / :``; ``recall@4`` becomes ``recall_at_4``."""
+    return _BAD_CHARS.sub("_", name.replace("@", "_at_"))

@@ -198,7 +198,9 @@ def _scorer_class():
                        and not rec["gt_answer"] else "undefined for this trace (no claims, no retrieved chunk, or the judge failed)")
                 return Feedback(name=self.name, source=src,
                                 error=AssessmentError(error_code="UNDEFINED", error_message=f"{self.name}: {why}"))
-            return Feedback(name=self.name, value=float(value), source=src, rationale=rationale(judged, rec))
+            from ragsweep.tracking.trace_build import rounded
+
+            return Feedback(name=self.name, value=rounded(value, metric), source=src, rationale=rationale(judged, rec))
 
     return RagsweepScorer
 

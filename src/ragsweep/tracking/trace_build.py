@@ -90,6 +90,113 @@ def failure_of(rec: dict[str, Any]) -> dict[str, Any] | None:
     return f.to_json() if f is not None else None
 
 
+# -- what a trace shows: its assessments and its previews -------------------------------------------
+METRIC_KEY = "ragsweep.metric"  # an assessment's metadata: the registry name of the metric it holds
+#: how the families read in an assessment's name
+FAMILY_LABELS = {"ragchecker": "RAGChecker", "trace": "TRACe", "ragas": "RAGAS", "retrieval": "retrieval",
+                 "baseline": "baseline"}
+#: MLflow keeps a trace's request and response previews to this many characters (its OSS limit)
+PREVIEW_CHARS = 1000
+
+
+def assessment_name(metric: Any) -> str:
+    """The name a per-question metric has on a trace: ``faithfulness (RAGChecker)``, ``faithfulness
+    (RAGAS)``, ``adherence rate (TRACe)``, ``recall at 4 (retrieval)``. MLflow's UI shows only what
+    follows the slash of a name (``ragas/faithfulness`` -> ``faithfulness``), so the registry's
+    names showed RAGChecker's and RAGAS's faithfulness as two ``faithfulness``; these are unique
+    (the registry's short names are unique within a family) and have no slash."""
+    family = FAMILY_LABELS.get(metric.family, metric.family)
+    return f"{metric.short.replace('_', ' ')} ({family})"
+
+
+def rounded(value: float, metric: Any) -> float:
+    """``value`` to the digits its scale carries: one decimal on 0-100 (66.7), three on 0-1 (0.667),
+    two for a count or an open range."""
+    digits = 1 if metric.scale == 100 else 3 if metric.scale == 1 else 2
+    return round(float(value), digits)
+
+
+def question_values(rec: dict[str, Any]) -> list[tuple[Any, float]]:
+    """The registry's per-question metrics of one record, on the registry's scale (RAGChecker's in
+    0-100, as the run's metric), where defined: (metric, value), by name. The same values the run's
+    aggregates are the means of (:func:`ragsweep.analysis.scoring.score_run`)."""
+    from ragsweep.judge.metrics import registry
+
+    metrics = rec.get("metrics") or {}
+    if not metrics:
+        return []
+    families = registry.families_in([rec])
+    out = []
+    for m in registry.all_metrics():
+        if m.family not in families or m.per_question is None or (m.family == "retrieval" and m.name not in metrics):
+            continue
+        try:
+            v = registry.values(m, [rec])[0]
+        except (KeyError, TypeError, ValueError, AttributeError):
+            continue  # the record does not carry what this metric reads
+        if _is_number(v):
+            out.append((m, float(v)))
+    return out
+
+
+def _clip(text: Any, n: int) -> str:
+    t = " ".join(str(text or "").split())
+    return t if len(t) <= n else t[: max(0, n - 1)] + "…"
+
+
+def request_preview(rec: dict[str, Any], system: str | None) -> str:
+    """The trace's request as the Traces view, a review queue and its review form show it: the system
+    that answered, then the question (JSON, as MLflow writes a request)."""
+    body = {**({"system": system} if system else {}), "query": rec.get("query")}
+    text = json.dumps(body, ensure_ascii=False)
+    if len(text) > PREVIEW_CHARS:
+        body["query"] = _clip(rec.get("query"), PREVIEW_CHARS - len(text) + len(str(rec.get("query") or "")) - 8)
+        text = json.dumps(body, ensure_ascii=False)
+    return text[:PREVIEW_CHARS]
+
+
+def used_chunks(rec: dict[str, Any]) -> list[int]:
+    """Indexes of the retrieved chunks the answer used: those the judge found entailing some claim
+    of the response (``retrieved2response``), in rank order."""
+    used: set[int] = set()
+    for row in rec.get("retrieved2response") or []:
+        for j, label in enumerate(row if isinstance(row, list) else []):
+            if label == "Entailment":
+                used.add(j)
+    return sorted(used)
+
+
+def response_preview(rec: dict[str, Any]) -> str:
+    """The trace's response as the Traces view and a review queue's form show it (Markdown, at most
+    :data:`PREVIEW_CHARS`): the answer, then what a person labelling it needs beside it: the
+    ground-truth answer and the retrieved chunks the answer used (the judge's reading; every chunk
+    when it found none, or on a retrieval-only run), each clipped to fit; the whole chunks and
+    claims are in the trace's ``retrieve`` and ``evaluate`` spans."""
+    answer = response_of(rec)
+    gt = rec.get("gt_answer") or ""
+    chunks = [c for c in rec.get("retrieved_context") or [] if isinstance(c, dict)]
+    used = used_chunks(rec) if answer else []
+    shown = [j for j in used if j < len(chunks)] or list(range(len(chunks)))
+    head = _clip(answer, 300) if answer else "*(no answer: retrieval only)*"
+    parts = [head, "", f"**Ground truth:** {_clip(gt, 200) if gt else '*(none)*'}", ""]
+    what = (f"**Retrieved chunks the answer used** ({len(shown)} of {len(chunks)}):" if used and answer
+            else f"**Retrieved chunks** ({len(chunks)}; the judge found none the answer used):" if answer
+            else f"**Retrieved chunks** ({len(chunks)}):")
+    parts.append(what)
+    text = "\n".join(parts)
+    heads = [f"{j + 1}. `{_clip(chunks[j].get('doc_id'), 40)}` " for j in shown]
+    room = PREVIEW_CHARS - len(text) - sum(len(h) + 1 for h in heads)
+    lines = []
+    for i, (j, h) in enumerate(zip(shown, heads)):
+        per = room // (len(shown) - i)  # what is left, shared by the chunks still to show
+        if per < 20:
+            break
+        line = h + _clip(chunks[j].get("text"), per)
+        room -= len(line) - len(h)
+        lines.append(line)
+    return (text + ("\n" + "\n".join(lines) if lines else ""))[:PREVIEW_CHARS]
+
+
 # -- building one trace ---------------------------------------------------------------------------
 class _TraceBuilder:
     def __init__(self, experiment_id: str):
@@ -229,9 +336,9 @@ def build_trace(rec: dict[str, Any], *, experiment_id: str, run_id: str | None, 
            error=judge_error)
 
     assessments = []
-    for name, value in sorted((rec.get("metrics") or {}).items()):
-        if _is_number(value):
-            assessments.append(Feedback(name=str(name), value=float(value), source=source_for(str(name), judge)))
+    for metric, value in question_values(rec):
+        assessments.append(Feedback(name=assessment_name(metric), value=rounded(value, metric),
+                                    source=source_for(metric.name, judge), metadata={METRIC_KEY: metric.name}))
     if failure:
         src = source_for("", judge) if failure["stage"] == "judge" else source_for("", CODE_SOURCE)
         assessments.append(Feedback(name="failure", value=f"{failure['stage']}: {failure['reason']}"[:1000], source=src,
@@ -247,8 +354,8 @@ def build_trace(rec: dict[str, Any], *, experiment_id: str, run_id: str | None, 
         trace_location=TraceLocation.from_experiment_id(experiment_id),
         request_time=when["question"][0] // ms,
         state=TraceState.ERROR if failure else TraceState.OK,
-        request_preview=json.dumps({"query": rec.get("query")}, ensure_ascii=False)[:1000],
-        response_preview=json.dumps({"response": response_of(rec)}, ensure_ascii=False)[:1000],
+        request_preview=request_preview(rec, system),
+        response_preview=response_preview(rec),
         client_request_id=f"{run_id}:{rec.get('query_id')}" if run_id else None,
         execution_duration=max(1, (when["question"][1] - when["question"][0]) // ms),
         trace_metadata=meta,

@@ -28,6 +28,7 @@ import time
 from typing import Any, Sequence
 
 # re-exported: the import paths of before the split (building a trace; the evaluation table)
+from ragsweep.tracking.genai import TRACE_COUNT_TAG
 from ragsweep.tracking.eval_table import MODE_ENV, TABLE_FILE, log_eval_table, table_rows  # noqa: F401
 from ragsweep.tracking.trace_build import (  # noqa: F401
     CODE_SOURCE,
@@ -66,6 +67,7 @@ def send_traces(tracker: Any, records: Sequence[dict[str, Any]], *, judge: str, 
     if not records or tracker is None or not getattr(tracker, "enabled", False) or not run_id:
         return out
     failed: list[dict[str, Any]] = []
+    have: set[str] = set()
     first_error: str | None = None
     try:
         from mlflow.entities import Span
@@ -76,7 +78,7 @@ def send_traces(tracker: Any, records: Sequence[dict[str, Any]], *, judge: str, 
         start_ns = time.time_ns()
         batch: list[tuple[dict[str, Any], Any, list[dict[str, Any]]]] = []
         if skip_logged:
-            have = logged_query_ids(tc, exp, run_id)
+            have.update(logged_query_ids(tc, exp, run_id))
             records = [r for r in records if str(r.get("query_id")) not in have]
 
         def flush() -> None:
@@ -128,6 +130,17 @@ def send_traces(tracker: Any, records: Sequence[dict[str, Any]], *, judge: str, 
             out["spooled"] = len(failed)
         except Exception as exc:  # noqa: BLE001
             log.warning("could not spool %d trace(s): %s", len(failed), exc)
+    if out["traces"] and not out["errors"]:
+        try:  # the count MLflow's run overview shows ("Scanned N traces": NaN without it)
+            n = out["traces"] + (len(have) if skip_logged else 0)
+            cl = getattr(tracker, "client", None)
+            if cl is None:
+                from mlflow.tracking import MlflowClient
+
+                cl = MlflowClient(tracking_uri=tracker.tracking_uri)
+            cl.set_tag(run_id, TRACE_COUNT_TAG, str(n))
+        except Exception as exc:  # noqa: BLE001 - a count is no reason to fail
+            log.warning("could not tag run %s with its trace count: %s", run_id, exc)
     if out["errors"]:
         log.warning("MLflow traces: %d of %d question(s) not logged (%s)%s", out["errors"], len(records), first_error,
                     f"; {out['spooled']} kept to send later" if out["spooled"] else "")

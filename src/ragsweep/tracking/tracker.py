@@ -26,17 +26,12 @@ from ragsweep.tracking.spool import (  # re-exported: the import paths of before
     default_spool_dir,
     transient,
 )
+from ragsweep.tracking.identity import metric_name  # noqa: F401 - re-exported
 from ragsweep.tracking.store import _create_sqlite_store, _local_path  # noqa: F401 - re-exported
 
 log = logging.getLogger(__name__)
 
-_BAD_CHARS = re.compile(r"[^0-9A-Za-z_\-. /:]")
 MAX_PARAM_LEN = 6000
-
-
-def metric_name(name: str) -> str:
-    """MLflow accepts letters, digits, ``_ - . space / :``; ``recall@4`` becomes ``recall_at_4``."""
-    return _BAD_CHARS.sub("_", name.replace("@", "_at_"))
 
 
 class Tracker:

@@ -77,9 +77,13 @@ def test_a_question_set_round_trips_through_an_mlflow_evaluation_dataset(tmp_pat
     tracker.end()
     assert first["created"] and not again["created"] and first["dataset_id"] == again["dataset_id"]
     assert first["name"] == genai.set_name("mini", genai.question_records(QUERIES))
+    digests = set()
     for rid in (r.info.run_id for r in tracker.client.search_runs([tracker.experiment_id])):
         inputs = tracker.client.get_run(rid).inputs.dataset_inputs
         assert [(i.dataset.name, i.dataset.source_type) for i in inputs] == [(first["name"], "mlflow_evaluation_dataset")]
+        digests.add(inputs[0].dataset.digest)
+    # one set, one digest: the first run had logged the digest from before its records were merged
+    assert len(digests) == 1
 
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps({"doc_id": d.doc_id, "text": d.text}) + "\n" for d in DOCS))
@@ -104,3 +108,25 @@ def test_a_missing_mlflow_feature_is_one_warning_not_a_failed_run(caplog, monkey
     out = [genai.log_question_set(tracker, ds) for _ in range(3)]
     assert all("error" in o for o in out)
     assert sum("evaluation datasets" in r.message for r in caplog.records) == 1
+
+
+def test_the_runs_table_view_shows_each_headline_metric_beside_its_interval():
+    assert genai.view_columns(["ragchecker/overall/f1", "retrieval/recall@4"]) == [
+        "attributes.`Dataset`", "metrics.`ragchecker/overall/f1`", "metrics.`ragchecker/overall/f1/ci_low`",
+        "metrics.`ragchecker/overall/f1/ci_high`", "metrics.`retrieval/recall_at_4`", "metrics.`retrieval/recall_at_4/ci_low`",
+        "metrics.`retrieval/recall_at_4/ci_high`"]
+    assert genai.runs_view(None, ["ragchecker/overall/f1"]) is None
+
+
+@pytest.mark.slow  # a fresh sqlite MLflow store
+def test_a_sweeps_view_is_an_experiment_tag_its_parent_links(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = Tracker(uri, str(tmp_path / "art"), "view")
+    rid = tracker.start("sweep-view")
+    path = genai.runs_view(tracker, ["ragchecker/overall/f1"])
+    tracker.end()
+    key = path.split(f"{genai.VIEW_PARAM}=")[1]
+    assert path == f"#/experiments/{tracker.experiment_id}/runs?{genai.VIEW_PARAM}={key}"
+    state = json.loads(tracker.client.get_experiment(tracker.experiment_id).tags[genai.VIEW_TAG + key])
+    assert state["selectedColumns"] == genai.view_columns(["ragchecker/overall/f1"])
+    assert path in tracker.client.get_run(rid).data.tags["mlflow.note.content"]
