@@ -109,31 +109,7 @@ class BertEncoder:
         import torch
         import torch.nn.functional as F
 
-        w = self.w
-        n, length = ids.shape
-        dim = self.get_sentence_embedding_dimension()
-        x = (F.embedding(ids, w["embeddings.word_embeddings.weight"])
-             + w["embeddings.position_embeddings.weight"][:length]
-             + w["embeddings.token_type_embeddings.weight"][0])
-        x = F.layer_norm(x, (dim,), w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], self.eps)
-        keep = mask.bool()[:, None, None, :]  # attend to real tokens only
-        heads, head_dim = self.heads, dim // self.heads
-        for i in range(self.layers):
-            def g(name: str) -> torch.Tensor:
-                return w[f"encoder.layer.{i}.{name}"]
-
-            def split(t: torch.Tensor) -> torch.Tensor:
-                return t.view(n, length, heads, head_dim).transpose(1, 2)
-
-            q = split(F.linear(x, g("attention.self.query.weight"), g("attention.self.query.bias")))
-            k = split(F.linear(x, g("attention.self.key.weight"), g("attention.self.key.bias")))
-            v = split(F.linear(x, g("attention.self.value.weight"), g("attention.self.value.bias")))
-            ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=keep).transpose(1, 2).reshape(n, length, dim)
-            x = F.layer_norm(F.linear(ctx, g("attention.output.dense.weight"), g("attention.output.dense.bias")) + x,
-                             (dim,), g("attention.output.LayerNorm.weight"), g("attention.output.LayerNorm.bias"), self.eps)
-            h = F.gelu(F.linear(x, g("intermediate.dense.weight"), g("intermediate.dense.bias")))
-            x = F.layer_norm(F.linear(h, g("output.dense.weight"), g("output.dense.bias")) + x,
-                             (dim,), g("output.LayerNorm.weight"), g("output.LayerNorm.bias"), self.eps)
+        x = bert_layers(self.w, ids, mask, heads=self.heads, layers=self.layers, eps=self.eps)
         m = mask.unsqueeze(-1).to(x.dtype)
         pooled = (x * m).sum(dim=1) / torch.clamp(m.sum(dim=1), min=1e-9)
         return F.normalize(pooled, p=2, dim=-1) if self.normalize else pooled
@@ -177,3 +153,44 @@ class BertEncoder:
                     vec = torch.nn.functional.normalize(vec, p=2, dim=-1)
                 out[idx] = vec.float().cpu().numpy()
         return out[0] if single else out
+
+
+def bert_layers(w: Any, ids: Any, mask: Any, *, heads: int, layers: int, eps: float, type_ids: Any = None,
+                dropout: float = 0.0) -> Any:
+    """BERT's last hidden states (batch x length x dim) from the weights ``w`` (names without the
+    ``bert.`` prefix; a dict or a ``ParameterDict`` of tensors): embeddings (word + position +
+    token type, type 0 unless ``type_ids`` is given), then ``layers`` transformer layers; padding
+    (``mask`` 0) is never attended to. ``dropout`` > 0 applies BERT's hidden and attention dropout
+    (training; the cross-encoder of :mod:`ragsweep.judge.trained` uses it), 0 is inference."""
+    import torch
+    import torch.nn.functional as F
+
+    n, length = ids.shape
+    dim = int(w["embeddings.word_embeddings.weight"].shape[1])
+    types = w["embeddings.token_type_embeddings.weight"]
+    x = (F.embedding(ids, w["embeddings.word_embeddings.weight"])
+         + w["embeddings.position_embeddings.weight"][:length]
+         + (types[0] if type_ids is None else F.embedding(type_ids, types)))
+    x = F.layer_norm(x, (dim,), w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], eps)
+    train = dropout > 0
+    x = F.dropout(x, dropout, train)
+    keep = mask.bool()[:, None, None, :]  # attend to real tokens only
+    head_dim = dim // heads
+    for i in range(layers):
+        def g(name: str) -> torch.Tensor:
+            return w[f"encoder.layer.{i}.{name}"]
+
+        def split(t: torch.Tensor) -> torch.Tensor:
+            return t.view(n, length, heads, head_dim).transpose(1, 2)
+
+        q = split(F.linear(x, g("attention.self.query.weight"), g("attention.self.query.bias")))
+        k = split(F.linear(x, g("attention.self.key.weight"), g("attention.self.key.bias")))
+        v = split(F.linear(x, g("attention.self.value.weight"), g("attention.self.value.bias")))
+        ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=dropout if train else 0.0)
+        ctx = ctx.transpose(1, 2).reshape(n, length, dim)
+        out = F.dropout(F.linear(ctx, g("attention.output.dense.weight"), g("attention.output.dense.bias")), dropout, train)
+        x = F.layer_norm(out + x, (dim,), g("attention.output.LayerNorm.weight"), g("attention.output.LayerNorm.bias"), eps)
+        h = F.gelu(F.linear(x, g("intermediate.dense.weight"), g("intermediate.dense.bias")))
+        out = F.dropout(F.linear(h, g("output.dense.weight"), g("output.dense.bias")), dropout, train)
+        x = F.layer_norm(out + x, (dim,), g("output.LayerNorm.weight"), g("output.LayerNorm.bias"), eps)
+    return x

@@ -603,15 +603,31 @@ def test_nli_checker_reads_label_order_and_fails_clearly_offline(tmp_path, monke
     tok.save_pretrained(tmp_path)
 
     pairs = [("Paris is in France.", "Paris is a city in France."), ("x", "y")]
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # a local cross-encoder folder needs no hub
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
     nli = NLIChecker(model=str(tmp_path), device="cpu")
     assert nli.check_pairs(pairs) == ["Entailment", "Entailment"]
     assert nli.cache_id["model"] == str(tmp_path)
+    # ... and as a user selects it: evaluator=nli evaluator.checker.model=PATH
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from ragsweep.judge import components
+    from support import CONF
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+            cfg = compose("config", overrides=["evaluator=nli", f"evaluator.checker.model={tmp_path}"])
+    finally:
+        GlobalHydra.instance().clear()
+    composed = components.build("checker", cfg.evaluator.checker)
+    assert composed.config.model == str(tmp_path) and composed.check_pairs(pairs) == ["Entailment", "Entailment"]
     remapped = NLIChecker(model=str(tmp_path), device="cpu", label_map={0: "entailment", 1: "neutral", 2: "contradiction"})
     assert remapped.check_pairs(pairs) == ["Neutral", "Neutral"]
     with pytest.raises(ValueError, match="evaluator.checker.model .* 'maybe'"):
         NLIChecker(model="m", label_map={0: "maybe"})
 
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     missing = NLIChecker(model="cross-encoder/surely-not-a-cached-model-xyz", device="cpu")
     with pytest.raises(NLIModelError, match=r"evaluator.checker.model: cannot load .*HF_HUB_OFFLINE=1"):
         missing.check_pairs(pairs)

@@ -1,0 +1,95 @@
+"""The trained checker (ragsweep.judge.trained): window selection, the weights file (missing,
+round trip), the checker contract, and BERT's forward shared with the bundled encoder."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragsweep.judge import components
+from ragsweep.judge.components import Checker
+from ragsweep.judge.labels import ENTAILMENT, NEUTRAL
+from ragsweep.judge.trained import TrainedChecker, TrainedCheckerError, select_windows
+
+FILLER = " ".join(f"Sentence {i} talks about the weather in town number {i} today." for i in range(30))
+
+
+def test_short_reference_is_scored_whole():
+    ref = "Paris is the capital of France. It is large."
+    assert select_windows("Paris is in France.", ref) == [ref]
+
+
+def test_long_reference_gives_the_best_aligned_windows_first():
+    ref = FILLER + " The Harker family built the Blue Mill in 1820. It stands on the river Vale. " + FILLER
+    got = select_windows("The Blue Mill was built by the Harker family.", ref, window=2, k=3)
+    assert len(got) == 3 and "The Harker family built the Blue Mill in 1820." in got[0]
+    assert all(len(w.split()) < 40 for w in got)
+
+
+def test_missing_weights_is_a_clear_error(tmp_path):
+    ck = TrainedChecker(weights=str(tmp_path / "nope.safetensors"))
+    with pytest.raises(TrainedCheckerError, match="evaluator.checker.weights.*nope.safetensors.*train_checker"):
+        ck.score_pairs([("a claim here", "a reference here")])
+
+
+def test_bad_options_name_the_field():
+    with pytest.raises(ValueError, match="top_k_windows"):
+        TrainedChecker(top_k_windows=0)
+    with pytest.raises(ValueError, match="max_length"):
+        TrainedChecker(max_length=4096)
+
+
+@pytest.fixture(scope="module")
+def weights(tmp_path_factory):
+    """The bundled MiniLM with a fresh (seeded) head, saved in fp32 as train_checker.py saves it."""
+    import torch
+
+    from ragsweep.judge.trained import build_model, save
+
+    torch.manual_seed(0)
+    model = build_model()
+    path = tmp_path_factory.mktemp("w") / "w.safetensors"
+    save(model, path, {"max_length": 128, "context_threshold": 0.5, "answer_threshold": 0.4}, dtype="float32")
+    return path, model
+
+
+@pytest.mark.slow
+def test_weights_round_trip_and_contract(weights):
+    import numpy as np
+    import torch
+
+    from ragsweep.judge.trained import _base, base_path, collate, encode_pairs
+
+    path, model = weights
+    spec = {**components.group_spec("checker", "trained"), "weights": str(path)}
+    ck = components.build("checker", spec)
+    assert isinstance(ck, Checker) and components.component_id(ck)["weights_sha256"]
+    pairs = [("Paris is the capital of France.", "Paris is the capital of France. It is large."),
+             ("Rome is in Spain.", "Rome is the capital of Italy."), ("The Nile is long.", "")]
+    p = ck.score_pairs(pairs)
+    assert all(0.0 <= v <= 1.0 for v in p) and p[2] == 0.0  # nothing to check against: not supported
+    # the loaded file scores as the in-memory model does (premise = reference first)
+    encs = encode_pairs(_base(base_path())[0], [(pairs[0][1], pairs[0][0])], 128)
+    with torch.inference_mode():
+        ref = torch.sigmoid(model.eval()(*(torch.from_numpy(a) for a in collate(encs)))).item()
+    assert p[0] == pytest.approx(ref, abs=1e-5)
+    assert ck.threshold_for("context") == 0.5 and ck.threshold_for("answer") == 0.4
+    labels = ck.check_pairs(pairs, kind="answer")
+    assert labels == [ENTAILMENT if v >= 0.4 else NEUTRAL for v in p]
+    assert ck.check_pairs(pairs) == ck.check_pairs(pairs)  # deterministic
+    assert np.isclose(ck.score_pairs(pairs[:1])[0], p[0])  # a pair's P does not depend on its batch
+
+
+def test_shared_forward_matches_the_encoder():
+    import torch
+
+    from ragsweep.corpus.bert_encoder import BertEncoder, bert_layers
+    from ragsweep.corpus.embeddings import minilm_path
+
+    enc = BertEncoder(minilm_path())
+    ids = torch.tensor([[101, 7592, 2088, 102, 0]])
+    mask = torch.tensor([[1, 1, 1, 1, 0]])
+    x0 = bert_layers(enc.w, ids, mask, heads=enc.heads, layers=enc.layers, eps=enc.eps)
+    x1 = bert_layers(enc.w, ids, mask, heads=enc.heads, layers=enc.layers, eps=enc.eps, type_ids=torch.zeros_like(ids))
+    assert torch.allclose(x0, x1)
+    x2 = bert_layers(enc.w, ids, mask, heads=enc.heads, layers=enc.layers, eps=enc.eps, type_ids=torch.ones_like(ids))
+    assert not torch.allclose(x0, x2)  # the claim's segment is told apart
