@@ -10,6 +10,9 @@
 // of the accumulator per position and query row, and reads each head's slice of the cache apart.
 #if (defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))) && defined(__F16C__)
 #define RAGSWEEP_FA_VEC 1
+// Exported mark of the patch in every CPU variant whose code runs the kernel: tests read it from the
+// built library (tests/system/test_cpu_dispatch.py), so a build that lost the patch fails them.
+extern "C" __attribute__((visibility("default"), used)) const char ragsweep_flash_attn_rows[] = "flash_attn_rows";
 #if defined(__AVX512F__)
 #define FAV_L 16
 typedef __m512 fav_t;

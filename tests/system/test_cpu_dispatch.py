@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -188,3 +189,50 @@ def test_flash_attention_decoding_agrees_with_plain_attention(variant):
         assert got["variant"] == variant
     assert got["mean_diff"] < 0.05 * got["scale"], got
     assert got["argmax_agree"] >= 36, got  # of 40 decoding steps
+
+
+#: the mark scripts/llama_patches/flash_attn_rows.cpp exports from every CPU variant that compiles its
+#: kernel (x86 with F16C and AVX2 or AVX-512)
+PATCH_MARK = b"ragsweep_flash_attn_rows"
+
+
+def kernel_variants(built: list[str]) -> list[str]:
+    """The built variants whose code holds the patch's kernel (F16C and AVX2 or AVX-512 compiled in)."""
+    return [v for v in built if {"F16C", "AVX2"} <= set(cpu_backend.VARIANTS.get(v, ()))]
+
+
+def test_the_flash_attention_patch_is_in_every_variant_that_runs_it():
+    """A build recorded as patched has the patch's kernel in each CPU variant that compiles it and in
+    no other: a build that lost the patch (an edit that no longer applied, a stale wheel under the
+    patched key) fails here. A build made with RAGSWEEP_LLAMA_PATCHES=0, recorded with no patches, has
+    it nowhere."""
+    from ragsweep.rag.generator.servers.llama_build import build_record
+
+    built = dispatch_build()
+    record = build_record()
+    patched = "flash_attn_rows" in record.get("patches", [])
+    has = {v: PATCH_MARK in (cpu_backend.lib_dir() / f"libggml-cpu-{v}.so").read_bytes() for v in built}
+    assert kernel_variants(built), built  # haswell and up are built
+    want = {v: patched and v in kernel_variants(built) for v in built}
+    assert has == want, f"patches recorded: {record.get('patches')}; the mark found in: {has}"
+
+
+@pytest.mark.slow
+def test_llamas_own_backend_tests_pass_on_the_patched_flash_attention():
+    """llama.cpp's test-backend-ops for FLASH_ATTN_EXT, built from the same edited source (scripts/
+    build_llama_cpp.py --test-backend-ops): every shape, mask, sink, softcap, ALiBi, K/V type and batch
+    size it tests, on the AVX2 variant and on this CPU's best, against llama.cpp's reference CPU code
+    (which the patch leaves as published). The first run compiles it (minutes), later ones reuse it."""
+    from ragsweep.rag.generator.servers.llama_build import build_record
+
+    if build_record().get("patches") != ["flash_attn_rows"]:
+        pytest.skip("this build is not patched (RAGSWEEP_LLAMA_PATCHES=0): nothing of the patch to test")
+    script = Path(__file__).resolve().parents[2] / "scripts" / "build_llama_cpp.py"
+    proc = subprocess.run([sys.executable, str(script), "--test-backend-ops"], capture_output=True, text=True,
+                          timeout=3000)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    runs = re.findall(r"test-backend-ops FLASH_ATTN_EXT on the (\w+) variant", out)
+    assert "haswell" in runs and len(runs) >= 1, out[-4000:]
+    passed = [int(a) for a, b in re.findall(r"(\d+)/(\d+) tests passed", out) if a == b]
+    assert len(passed) == len(runs) and min(passed) > 100, out[-4000:]  # thousands of cases, none failed
