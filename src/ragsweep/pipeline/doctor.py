@@ -92,7 +92,8 @@ def check_llama_build() -> list[Result]:
     how = "built by scripts/build_llama_cpp.py" if record.is_file() else "not built by scripts/build_llama_cpp.py"
     rec = build_record()
     if rec.get("cpu_dispatch"):
-        how += " (every x86-64 CPU variant, the best loaded at run time)"
+        n = len(rec.get("cpu_variants") or []) or "every"
+        how += f" ({n} CPU variants covering every x86-64 CPU, the best loaded at run time)"
     elif record.is_file():
         how += " (portable AVX2)" if rec.get("portable") else f" (custom flags: {rec.get('cmake_args')})"
     if record.is_file():  # scripts/build_llama_cpp.py's PATCHES (an older record has no field: none)
