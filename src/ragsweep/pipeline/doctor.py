@@ -218,6 +218,24 @@ def check_gpu() -> list[Result]:
     return out + check_vllm()
 
 
+#: weight-format measurements to start in the background after the checks: (model file, cache dir)
+_BACKGROUND: list[tuple[Path, Path]] = []
+
+
+def start_background_measurements(out=None) -> None:
+    """Start what ``check_model_format`` left for the background (after every check, so that the
+    doctor's own timings do not share the cores with it) and say where its log is."""
+    from ragsweep.rag.generator.servers import format_choice
+
+    out = out or sys.stdout
+    while _BACKGROUND:
+        src, cache_dir = _BACKGROUND.pop(0)
+        bg = format_choice.start_background(src, cache_dir)
+        if bg is not None:
+            print(f"ℹ measuring {src.name}'s weight formats in the background now (pid {bg['pid']}, log {bg['log']})",
+                  file=out, flush=True)
+
+
 def check_model_format(cache_dir: str, fmt: str | None = None, measure: bool = True) -> list[Result]:
     """The default model in the weight format llama.cpp serves (conf/server/llamacpp.yaml's
     ``model_format``): converted once with llama.cpp's quantize API, cached under the cache dir."""
@@ -240,12 +258,11 @@ def check_model_format(cache_dir: str, fmt: str | None = None, measure: bool = T
             if not measure:
                 return [Result(None, "model_format auto: the weight formats are not measured on this machine yet (the "
                                      "first run does it, about a minute; --no-server skips running the model)")]
-            bg = format_choice.start_background(src, Path(cache_dir))
-            if bg is not None:
-                return [Result(None, f"model_format auto: measuring SmolLM2-135M's weight formats in the background "
-                                     f"(pid {bg['pid']}, about a minute, log {bg['log']}); the first run serves the "
-                                     f"fastest, waiting for the measurement if it is still under way")]
-            earlier = format_choice.remembered(src) or {}  # measured by another process meanwhile
+            if format_choice.running(src) is None:
+                _BACKGROUND.append((src, Path(cache_dir)))  # started by main() once every check is done
+            return [Result(None, "model_format auto: SmolLM2-135M's weight formats are not measured on this machine "
+                                 "yet: measured in the background once these checks are done (about a minute); the "
+                                 "first run serves the fastest, waiting for the measurement if it is still under way")]
         fmt = LlamaCppServer(cache_dir=cache_dir).effective_format()
         chosen = f"the fastest here (model_format auto, remembered from {earlier.get('measured_at', 'an earlier run')})"
         t0 = time.perf_counter()
@@ -352,7 +369,9 @@ def check_hub(timeout_s: float = 3.0) -> list[Result]:
                               "(evaluator=nli, other embedding models) need it or a local path")]
 
 
-def run_checks(checks: list[tuple[str, Callable[[], list[Result]]]], out=None) -> int:
+def run_checks(checks: list[tuple[str, Callable[[], list[Result]]]], out=None,
+               then: Callable[..., None] | None = None) -> int:
+    """Each check's lines, then ``then(out)`` (work started once every check is done), then the summary."""
     out = out or sys.stdout  # the stdout of the moment (a test's capture), not of the import
     failed = 0
     for title, fn in checks:
@@ -363,6 +382,8 @@ def run_checks(checks: list[tuple[str, Callable[[], list[Result]]]], out=None) -
         for r in results:
             print(r.line(), file=out, flush=True)
             failed += r.ok is False
+    if then is not None:
+        then(out)
     print(f"\n{'all checks passed' if not failed else f'{failed} check(s) failed'}", file=out)
     return 1 if failed else 0
 
@@ -391,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
         ("cache", lambda: check_cache(args.cache_dir)),
         ("hub", check_hub),
     ]
-    return run_checks(checks)
+    return run_checks(checks, then=start_background_measurements)
 
 
 if __name__ == "__main__":

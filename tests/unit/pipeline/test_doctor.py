@@ -1,5 +1,6 @@
 """``ragsweep-doctor`` and the portable llama.cpp build it checks."""
 
+import io
 import json
 import os
 import re
@@ -84,8 +85,10 @@ def test_doctor_passes_on_a_working_install(tmp_path):
     fmt = [line for line in lines if "SmolLM2-135M" in line and "model_format auto" in line]
     assert len(fmt) == 1, proc.stdout
     if fmt[0].startswith("ℹ"):
-        assert "measuring SmolLM2-135M's weight formats in the background (pid " in fmt[0], fmt[0]
-        pid = int(re.search(r"pid (\d+)", fmt[0]).group(1))
+        assert "measured in the background once these checks are done" in fmt[0], fmt[0]
+        now = [line for line in lines if "weight formats in the background now (pid " in line]
+        assert len(now) == 1 and lines.index(now[0]) > lines.index(fmt[0]), proc.stdout  # after the checks
+        pid = int(re.search(r"pid (\d+)", now[0]).group(1))
         deadline = time.monotonic() + 600
         while format_choice.running(resolve_model_path(SMOLLM2)) is not None and time.monotonic() < deadline:
             time.sleep(1)
@@ -124,13 +127,19 @@ def test_doctor_line_for_the_served_weight_format(tmp_path, monkeypatch):
     started = []
     monkeypatch.setattr(format_choice, "start_background", lambda source, cache_dir=None: started.append(cache_dir)
                         or {"pid": 4242, "started": "now", "log": "/x/formats.log"})
-    # the doctor does not wait for the measurement: it starts it in the background and says so
+    monkeypatch.setattr(format_choice, "running", lambda source: None)
+    monkeypatch.setattr(doctor, "_BACKGROUND", [])
+    # the doctor does not wait for the measurement: it leaves it for the background, after its checks
     first = doctor.check_model_format(str(tmp_path / "cache"), measure=True)[0]
-    assert first.ok is None and started == [tmp_path / "cache"], first.what
-    assert "measuring SmolLM2-135M's weight formats in the background (pid 4242" in first.what and "/x/formats.log" in first.what
+    assert first.ok is None and started == [], first.what
+    assert "measured in the background once these checks are done" in first.what
     assert "the first run serves the fastest" in first.what
+    out = io.StringIO()
+    doctor.start_background_measurements(out)
+    assert started == [tmp_path / "cache"] and doctor._BACKGROUND == []
+    assert "weight formats in the background now (pid 4242, log /x/formats.log)" in out.getvalue()
     quiet = doctor.check_model_format(str(tmp_path / "cache"), measure=False)[0]  # --no-server: not even that
-    assert quiet.ok is None and "not measured on this machine yet" in quiet.what and len(started) == 1
+    assert quiet.ok is None and "not measured on this machine yet" in quiet.what and doctor._BACKGROUND == []
     monkeypatch.setattr(format_choice, "remembered", lambda source: {"choice": "f16", "measured_at": "2026-11-26 18:54:22"})
     converted = doctor.check_model_format(str(tmp_path / "cache"))[0]
     assert converted.ok is True and "converted now in " in converted.what and str(tmp_path / "cache" / "gguf") in converted.what

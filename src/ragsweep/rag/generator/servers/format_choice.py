@@ -41,6 +41,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 log = logging.getLogger(__name__)
+#: this module's name for ``python -m`` (not ``__name__``: run as the background process, that is __main__)
+MODULE = "ragsweep.rag.generator.servers.format_choice"
 
 #: the formats auto chooses among: those that hold the packaged Q4_1 weights without a second coarse
 #: rounding. Quality is a property of the weights, not of the machine, so it is measured once, here,
@@ -175,7 +177,7 @@ def start_background(source: Path, cache_dir: Path | None = None) -> dict[str, A
     key = machine_key(source, info)
     log_path = choice_dir() / f"{key}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", __name__, "--choose", str(source)]
+    cmd = [sys.executable, "-m", MODULE, "--choose", str(source)]
     if cache_dir is not None:
         cmd += ["--cache-dir", str(cache_dir)]
     with open(log_path, "w") as out:
@@ -230,7 +232,7 @@ def measure(source: Path, cache_dir: Path | None, timeout_s: float = 300) -> tup
             files[fmt] = str(converted_model(Path(source), fmt, cache_dir)[0])
         except RuntimeError as exc:
             table[fmt] = {"error": str(exc).splitlines()[0]}
-    cmd = [sys.executable, "-m", __name__, json.dumps(files)]
+    cmd = [sys.executable, "-m", MODULE, json.dumps(files)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     if proc.returncode != 0:
         last = "\n".join(proc.stderr.strip().splitlines()[-5:])
