@@ -39,7 +39,7 @@ GOLDEN = json.loads((FIXTURES / "ragchecker" / "examples_checking_outputs.json")
 
 def test_pyproject_declares_the_commands_the_docs_offer():
     assert set(SCRIPTS) == {"ragsweep", "ragsweep-score", "ragsweep-report", "ragsweep-doctor", "ragsweep-label",
-                            "ragsweep-questions"}
+                            "ragsweep-questions", "ragsweep-reproduce"}
     assert set(SCRIPTS) == set(REAL_CALLS), "a new console script needs its real call in REAL_CALLS below"
 
 
@@ -118,6 +118,15 @@ def _ragsweep(proc, tmp_path):
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
 
 
+def _reproduce_plan(proc, tmp_path):
+    """The plan of the retriever-side diagnoses: every sweep with the commands that reproduce it."""
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for name in ("ragchecker_topk_retrieval", "ragchecker_chunk_size_retrieval", "ragchecker_overlap_retrieval"):
+        assert f"ragsweep -m +experiment={name} dataset.limit=2" in proc.stdout, proc.stdout
+        assert f"ragsweep-report --experiment {name}" in proc.stdout, proc.stdout
+    assert "3 sweep(s), 18 systems" in proc.stdout
+
+
 REAL_CALLS = {
     "ragsweep-score": ([str(FIXTURES / "ragchecker" / "examples_checking_outputs.json")], _score),
     # a store with no sweep in it yet: the one-line answer naming the store and the fix
@@ -128,6 +137,7 @@ REAL_CALLS = {
     "ragsweep-doctor": (["--gpu"], _doctor),
     "ragsweep-questions": (["dataset=files", "dataset.path=absent_folder"], _one_error_line("ragsweep-questions", "dataset.path")),
     "ragsweep": (["retriever=nonexistent"], _ragsweep),
+    "ragsweep-reproduce": (["--dry-run", "--retrieval-only", "--limit", "2"], _reproduce_plan),
 }
 
 

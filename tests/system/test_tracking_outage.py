@@ -131,8 +131,12 @@ def test_run_completes_after_server_outage(server, tmp_path, monkeypatch):
 
     traces = mlflow.search_traces(locations=[tr2.experiment_id], run_id=run_id, return_type="list")
     assert sorted(t.info.trace_metadata["ragsweep.query_id"] for t in traces) == sorted(str(r["query_id"]) for r in recs)
-    assert all({a.name for a in t.info.assessments if getattr(a, "feedback", None) is not None} == {
-        "ragchecker/overall/precision", "ragchecker/overall/recall", "ragchecker/overall/f1"} for t in traces)
+    from ragsweep.judge.metrics import registry
+    from ragsweep.tracking.trace_build import assessment_name
+
+    want = {assessment_name(registry.get(f"ragchecker/overall/{k}")) for k in ("precision", "recall", "f1")}
+    assert want == {"precision (RAGChecker)", "recall (RAGChecker)", "f1 (RAGChecker)"}  # as MLflow's UI shows them
+    assert all({a.name for a in t.info.assessments if getattr(a, "feedback", None) is not None} == want for t in traces)
     assert all({"expected_response", "expected_facts"} <= {a.name for a in t.info.assessments} for t in traces)
     # replaying the same traces again (a sender killed before it deleted its file) sends no duplicate
     tr2.spool_traces(run_id, recs, "offline")

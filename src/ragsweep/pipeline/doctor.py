@@ -92,8 +92,7 @@ def check_llama_build() -> list[Result]:
     how = "built by scripts/build_llama_cpp.py" if record.is_file() else "not built by scripts/build_llama_cpp.py"
     rec = build_record()
     if rec.get("cpu_dispatch"):
-        n = len(rec.get("cpu_variants") or []) or "every"
-        how += f" ({n} CPU variants covering every x86-64 CPU, the best loaded at run time)"
+        how += f" ({len(rec.get('cpu_variants') or []) or 'every'} CPU variants covering every x86-64 CPU, the best loaded at run time)"
     elif record.is_file():
         how += " (portable AVX2)" if rec.get("portable") else f" (custom flags: {rec.get('cmake_args')})"
     if record.is_file():  # scripts/build_llama_cpp.py's PATCHES (an older record has no field: none)
@@ -218,22 +217,13 @@ def check_gpu() -> list[Result]:
     return out + check_vllm()
 
 
-#: weight-format measurements to start in the background after the checks: (model file, cache dir)
-_BACKGROUND: list[tuple[Path, Path]] = []
-
-
-def start_background_measurements(out=None) -> None:
-    """Start what ``check_model_format`` left for the background (after every check, so that the
-    doctor's own timings do not share the cores with it) and say where its log is."""
+def start_pending(out) -> None:
+    """Start the format measurements ``check_model_format`` left for after the checks (so that the
+    doctor's own timings do not share the cores with them), saying where each one's log is."""
     from ragsweep.rag.generator.servers import format_choice
 
-    out = out or sys.stdout
-    while _BACKGROUND:
-        src, cache_dir = _BACKGROUND.pop(0)
-        bg = format_choice.start_background(src, cache_dir)
-        if bg is not None:
-            print(f"ℹ measuring {src.name}'s weight formats in the background now (pid {bg['pid']}, log {bg['log']})",
-                  file=out, flush=True)
+    for line in format_choice.start_pending():
+        print(f"ℹ {line}", file=out, flush=True)
 
 
 def check_model_format(cache_dir: str, fmt: str | None = None, measure: bool = True) -> list[Result]:
@@ -258,11 +248,10 @@ def check_model_format(cache_dir: str, fmt: str | None = None, measure: bool = T
             if not measure:
                 return [Result(None, "model_format auto: the weight formats are not measured on this machine yet (the "
                                      "first run does it, about a minute; --no-server skips running the model)")]
-            if format_choice.running(src) is None:
-                _BACKGROUND.append((src, Path(cache_dir)))  # started by main() once every check is done
-            return [Result(None, "model_format auto: SmolLM2-135M's weight formats are not measured on this machine "
-                                 "yet: measured in the background once these checks are done (about a minute); the "
-                                 "first run serves the fastest, waiting for the measurement if it is still under way")]
+            format_choice.start_later(src, Path(cache_dir))  # by main(), once every check is done
+            return [Result(None, "model_format auto: SmolLM2-135M's weight formats are not measured on this machine yet: measured "
+                                 "in the background once these checks are done (about a minute); the first run serves "
+                                 "the fastest, waiting for the measurement if it is still under way")]
         fmt = LlamaCppServer(cache_dir=cache_dir).effective_format()
         chosen = f"the fastest here (model_format auto, remembered from {earlier.get('measured_at', 'an earlier run')})"
         t0 = time.perf_counter()
@@ -281,18 +270,10 @@ def check_model_format(cache_dir: str, fmt: str | None = None, measure: bool = T
 def check_generation(timeout_s: float = 60, cache_dir: str | None = None) -> list[Result]:
     from ragsweep.rag.generator.client import ChatClient, ChatRequest
     from ragsweep.rag.generator.server import LlamaCppServer
+    from ragsweep.rag.generator.servers import format_choice, llamacpp
 
-    # the remembered fastest format, else the packaged file: the check never waits for the formats'
-    # measurement (check_model_format may have started it in the background)
-    from ragsweep.rag.generator.servers import format_choice
-    from ragsweep.rag.generator.servers.llamacpp import SMOLLM2, resolve_model_path
-
-    try:
-        earlier = format_choice.remembered(resolve_model_path(SMOLLM2))
-    except (FileNotFoundError, OSError):
-        earlier = None
-    fmt = earlier["choice"] if earlier else "source"
-    server = LlamaCppServer(startup_timeout_s=timeout_s, cache_dir=cache_dir, model_format=fmt)
+    server = LlamaCppServer(startup_timeout_s=timeout_s, cache_dir=cache_dir,  # never waits for a measurement
+                            model_format=format_choice.chosen_or_source(llamacpp.resolve_model_path(llamacpp.SMOLLM2)))
     t0 = time.perf_counter()
     try:
         server.start()
@@ -412,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
         ("cache", lambda: check_cache(args.cache_dir)),
         ("hub", check_hub),
     ]
-    return run_checks(checks, then=start_background_measurements)
+    return run_checks(checks, then=start_pending)
 
 
 if __name__ == "__main__":

@@ -128,18 +128,19 @@ def test_doctor_line_for_the_served_weight_format(tmp_path, monkeypatch):
     monkeypatch.setattr(format_choice, "start_background", lambda source, cache_dir=None: started.append(cache_dir)
                         or {"pid": 4242, "started": "now", "log": "/x/formats.log"})
     monkeypatch.setattr(format_choice, "running", lambda source: None)
-    monkeypatch.setattr(doctor, "_BACKGROUND", [])
+    monkeypatch.setattr(format_choice, "_PENDING", [])
     # the doctor does not wait for the measurement: it leaves it for the background, after its checks
     first = doctor.check_model_format(str(tmp_path / "cache"), measure=True)[0]
     assert first.ok is None and started == [], first.what
     assert "measured in the background once these checks are done" in first.what
     assert "the first run serves the fastest" in first.what
     out = io.StringIO()
-    doctor.start_background_measurements(out)
-    assert started == [tmp_path / "cache"] and doctor._BACKGROUND == []
-    assert "weight formats in the background now (pid 4242, log /x/formats.log)" in out.getvalue()
+    doctor.start_pending(out)
+    assert started == [tmp_path / "cache"] and format_choice._PENDING == []
+    assert "ℹ measuring SmolLM2-135M-Instruct.Q4_1.gguf's weight formats in the background now (pid 4242, " \
+           "log /x/formats.log)" in out.getvalue()
     quiet = doctor.check_model_format(str(tmp_path / "cache"), measure=False)[0]  # --no-server: not even that
-    assert quiet.ok is None and "not measured on this machine yet" in quiet.what and doctor._BACKGROUND == []
+    assert quiet.ok is None and "not measured on this machine yet" in quiet.what and format_choice._PENDING == []
     monkeypatch.setattr(format_choice, "remembered", lambda source: {"choice": "f16", "measured_at": "2026-11-26 18:54:22"})
     converted = doctor.check_model_format(str(tmp_path / "cache"))[0]
     assert converted.ok is True and "converted now in " in converted.what and str(tmp_path / "cache" / "gguf") in converted.what

@@ -190,6 +190,34 @@ def start_background(source: Path, cache_dir: Path | None = None) -> dict[str, A
     return rec
 
 
+_PENDING: list[tuple[Path, Path | None]] = []
+
+
+def start_later(source: Path, cache_dir: Path | None = None) -> None:
+    """Have :func:`start_pending` measure ``source``'s formats in the background (unless under way)."""
+    if running(source) is None and (source, cache_dir) not in _PENDING:
+        _PENDING.append((source, cache_dir))
+
+
+def start_pending() -> list[str]:
+    """Start each measurement :func:`start_later` asked for; a line per one started, naming its log."""
+    lines = []
+    while _PENDING:
+        source, cache_dir = _PENDING.pop(0)
+        bg = start_background(source, cache_dir)
+        if bg is not None:
+            lines.append(f"measuring {Path(source).name}'s weight formats in the background now "
+                         f"(pid {bg['pid']}, log {bg['log']})")
+    return lines
+
+
+def chosen_or_source(source: Path) -> str:
+    """The remembered choice for ``source``, else ``source``, the file as packaged: for a check that
+    must not wait for a measurement (the doctor's generation, while one may run in the background)."""
+    rec = remembered(source)
+    return rec["choice"] if rec else "source"
+
+
 def choose(source: Path, cache_dir: Path | None = None, timeout_s: float = 300) -> str:
     """The fastest format of ``source`` on this machine: remembered, else measured now (or, while
     a background measurement holds the lock, its result once it is done)."""
