@@ -55,13 +55,7 @@ def load_suites(data: Path, splits: dict[str, Any], limit: int | None = None) ->
         if not rows:
             continue
         part_of = {i: "dev" for i in parts["dev"]} | {i: "test" for i in parts["test"]}
-        pairs, y, rix = [], [], []
-        for i, r in enumerate(rows):
-            ref = C.ragbench_reference(r)
-            for _, text, lab in C.ragbench_sentence_labels(r):
-                pairs.append((text, ref))
-                y.append(lab)
-                rix.append(i)
+        pairs, y, rix = C.ragbench_sentence_pairs(rows)
         rb[s] = {"pairs": pairs, "sent_y": np.asarray(y, int), "row": np.asarray(rix, int),
                  "part": np.array([part_of[str(r["id"])] for r in rows]),
                  "y": np.array([int(bool(r["adherence_score"])) for r in rows]),

@@ -313,6 +313,19 @@ def ragbench_reference(row: dict[str, Any]) -> str:
     return "\n\n".join(docs)
 
 
+def ragbench_sentence_pairs(rows: list[dict[str, Any]]) -> tuple[list[tuple[str, str]], list[int], list[int]]:
+    """Every labelled response sentence of ``rows`` as (sentence, the row's reference) pairs, with its
+    support label and the index of its row."""
+    pairs, y, rix = [], [], []
+    for i, r in enumerate(rows):
+        ref = ragbench_reference(r)
+        for _, text, lab in ragbench_sentence_labels(r):
+            pairs.append((text, ref))
+            y.append(lab)
+            rix.append(i)
+    return pairs, y, rix
+
+
 def wice_reference(item: dict[str, Any]) -> str:
     """A WiCE chunk's evidence lines (web-page lines, often without final punctuation) as one text,
     one line per paragraph so that no two lines merge into one sentence."""

@@ -27,13 +27,7 @@ def load_ragbench(folder: Path, splits: dict[str, Any], checker: Any, cache: Any
         if not rows:
             continue
         part_of = {i: "dev" for i in parts["dev"]} | {i: "test" for i in parts["test"]}
-        pairs, y, rix = [], [], []
-        for i, r in enumerate(rows):
-            ref = C.ragbench_reference(r)
-            for _, text, lab in C.ragbench_sentence_labels(r):
-                pairs.append((text, ref))
-                y.append(lab)
-                rix.append(i)
+        pairs, y, rix = C.ragbench_sentence_pairs(rows)
         out[s] = {"rows": rows, "part": np.array([part_of[str(r["id"])] for r in rows]),
                   "adherent": np.array([int(bool(r["adherence_score"])) for r in rows]),
                   "f": features(checker, pairs, cache, fdir), "y": np.asarray(y, int), "row": np.asarray(rix, int)}
