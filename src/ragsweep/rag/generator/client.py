@@ -302,10 +302,7 @@ class ChatClient(Batching, Outages):
 
     async def _paid_attempt(self, st: _LoopState, req: ChatRequest, mode: str) -> ChatResult:
         """One attempt within the budget (:class:`_Skipped` when it could pass it)."""
-        held = self._reserve(req)
-        while held == WAIT:  # the calls in flight hold the room; what they really cost may leave it
-            await asyncio.sleep(0.05)
-            held = self._reserve(req)
+        held = 0.0 if self.budget is None else await st.in_turn(lambda: self._reserve(req), WAIT)
         if held is None:
             raise _Skipped(self.budget.why())
         result = None

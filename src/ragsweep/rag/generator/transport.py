@@ -64,8 +64,33 @@ class _LoopState:
     down: dict = field(default_factory=dict)
     #: endpoints given up for good (their server is not coming back): their slots leave the queue
     gone: set = field(default_factory=set)
+    #: requests waiting to reserve their worst-case cost in the budget, in the order they asked: only
+    #: the first reserves, so the budget refuses requests in order and none is sent after a refusal
+    reserving: list = field(default_factory=list)
+    turns: asyncio.Condition = field(default_factory=asyncio.Condition)  # wakes them when the first is done
     probes: set = field(default_factory=set)  # the tasks that watch the down endpoints
     dropped: list = field(default_factory=list)  # slots of gone endpoints taken out of the queue
+
+    async def in_turn(self, reserve: Any, wait: Any) -> Any:
+        """``reserve()`` once every request that asked before this one has had its answer, asked again
+        every 50 ms while it answers ``wait`` (the calls in flight hold the budget's room)."""
+        turn = object()
+        self.reserving.append(turn)
+        try:
+            while True:
+                if self.reserving[0] is turn:
+                    held = reserve()
+                    if held != wait:
+                        return held
+                    await asyncio.sleep(0.05)
+                else:
+                    async with self.turns:  # looked at again under the lock: no wake-up missed
+                        if self.reserving[0] is not turn:
+                            await self.turns.wait()
+        finally:
+            self.reserving.remove(turn)
+            async with self.turns:
+                self.turns.notify_all()
 
     def release(self, slot: int) -> None:
         """A slot back after its request: to the queue, held while its endpoint is down, or dropped

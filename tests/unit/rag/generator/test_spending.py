@@ -258,3 +258,31 @@ def test_only_external_endpoints_are_probed():
 
     assert needs_probe(SimpleNamespace(kind="external", base_url="http://x/v1"))
     assert not needs_probe(SimpleNamespace(kind="llamacpp", base_url="http://127.0.0.1:1/v1"))
+
+
+def test_reservations_are_answered_in_the_order_the_requests_asked():
+    """The budget answers requests in turn: while the first waits (calls in flight hold the room), no
+    later one may reserve, so a refusal is never followed by a request that asked later being sent.
+    (Before, every waiting request polled the budget on its own, and under load a later one could
+    reserve first: the test above then failed now and again.)"""
+    import asyncio
+
+    from ragsweep.rag.generator.transport import _LoopState
+
+    answers = iter(["WAIT", "WAIT", "OK", "NO", "NO"])
+    order = []
+
+    def reserve(i):
+        def ask():
+            order.append((i, next(answers)))
+            return order[-1][1]
+        return ask
+
+    async def main():
+        st = _LoopState(clients=[], slots=asyncio.Queue())
+        got = await asyncio.gather(*(st.in_turn(reserve(i), "WAIT") for i in range(3)))
+        return got, st.reserving
+
+    got, left = asyncio.run(main())
+    assert order == [(0, "WAIT"), (0, "WAIT"), (0, "OK"), (1, "NO"), (2, "NO")]
+    assert got == ["OK", "NO", "NO"] and left == []
