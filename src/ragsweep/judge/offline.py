@@ -53,6 +53,8 @@ from ragsweep.judge.offline_text import (  # noqa: F401 - the analyses, re-expor
     _NUMBER_WORDS,
     _SUFFIXES,
     _validate,
+    _validate_device,
+    REFERENCE_KINDS,
     stem,
     _LIST_MARKER,
     strip_citations,
@@ -79,9 +81,6 @@ from ragsweep.judge.labels import CONTRADICTION, ENTAILMENT, LABELS, NEUTRAL  # 
 log = logging.getLogger(__name__)
 
 PARAMS_PATH = Path(__file__).with_name("offline_model.json")
-#: what a reference can be: retrieved context (RAG responses copy it: a high bar) or an answer
-#: (ground truth vs response: written apart, paraphrased: a lower bar; see offline_model.json)
-REFERENCE_KINDS = ("context", "answer")
 #: P(entailed) is capped here when the best-aligned sentence contradicts the claim (number / negation)
 CONTRADICTION_CAP = 0.05
 
@@ -154,8 +153,7 @@ class OfflineChecker:
             _validate(isinstance(self.contradiction, bool), "contradiction", f"({self.contradiction!r}) must be true or false")
             _validate(isinstance(self.batch_size, int) and not isinstance(self.batch_size, bool) and self.batch_size >= 1,
                       "batch_size", f"({self.batch_size!r}) must be >= 1")
-            _validate(isinstance(self.device, str) and (self.device in ("cpu", "mps") or self.device.startswith("cuda")),
-                      "device", f"({self.device!r}) must be cpu, cuda, cuda:N or mps")
+            _validate_device(self.device)
             if self.params is not None:
                 _validate(isinstance(self.params, str) and Path(self.params).is_file(), "params",
                           f"({self.params!r}) must be null or an existing JSON file")

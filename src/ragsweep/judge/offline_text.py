@@ -31,6 +31,18 @@ def _validate(cond: bool, field: str, msg: str) -> None:
         raise ValueError(f"evaluator.checker.{field}: {msg}")
 
 
+#: what ``check_pairs(kind=...)`` of the offline and trained checkers accepts: the reference is
+#: retrieved ``context`` (RAG responses copy it: a high bar) or an ``answer`` (ground truth vs
+#: response: written apart, paraphrased: a lower bar; see offline_model.json)
+REFERENCE_KINDS = ("context", "answer")
+
+
+def _validate_device(device: Any) -> None:
+    """``evaluator.checker.device``: cpu, cuda, cuda:N or mps."""
+    _validate(isinstance(device, str) and (device in ("cpu", "mps") or device.startswith("cuda")),
+              "device", f"({device!r}) must be cpu, cuda, cuda:N or mps")
+
+
 @lru_cache(maxsize=200_000)
 def stem(word: str) -> str:
     """A light, deterministic suffix stripper (enough to match inflections: runs/running/run)."""

@@ -33,7 +33,8 @@ import numpy as np
 
 from ragsweep.errors import ConfigError
 from ragsweep.judge.labels import ENTAILMENT, NEUTRAL
-from ragsweep.judge.offline_text import _analyse, _reference, _validate, _windows, _recall
+from ragsweep.judge.offline_text import (REFERENCE_KINDS, _analyse, _reference, _recall, _validate,
+                                         _validate_device, _windows)
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,6 @@ WEIGHTS_PATH = Path(__file__).with_name("trained_checker.safetensors")
 TRAIN_COMMAND = "python -m experiments.meta_eval.train_checker --data DIR --out FILE"
 #: the bundled MiniLM's tensor kept out of the weights file (frozen in training)
 FROZEN = ("embeddings.word_embeddings.weight",)
-REFERENCE_KINDS = ("context", "answer")
 
 
 class TrainedCheckerError(ConfigError, FileNotFoundError):
@@ -199,8 +199,7 @@ class TrainedChecker:
                 v = getattr(self, name)
                 _validate(isinstance(v, int) and not isinstance(v, bool) and v >= lo, name, f"({v!r}) must be an integer >= {lo}")
             _validate(self.max_length <= 512, "max_length", f"({self.max_length!r}) must be <= 512 (MiniLM's positions)")
-            _validate(isinstance(self.device, str) and (self.device in ("cpu", "mps") or self.device.startswith("cuda")),
-                      "device", f"({self.device!r}) must be cpu, cuda, cuda:N or mps")
+            _validate_device(self.device)
 
     name = "trained"
     reference_kinds = REFERENCE_KINDS
