@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import socket
 import sys
@@ -326,9 +327,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-seconds", type=float, default=120.0)
     p.add_argument("--startup-delay", type=float, default=0.0, help="sleep before listening")
     p.add_argument("--ignore-sigterm", action="store_true", help="to test the SIGKILL fallback")
+    p.add_argument("--second-sigterm", action="store_true",
+                   help="leave only on a second SIGTERM, as llama-server with a request in flight")
     args = p.parse_args(argv)
     if args.ignore_sigterm:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if args.second_sigterm:
+        seen = []
+        signal.signal(signal.SIGTERM, lambda *_: os._exit(1) if seen else seen.append(1))
     time.sleep(args.startup_delay)
     fake = FakeOpenAIServer(port=args.port, max_seconds=args.max_seconds)
     print(f"fake OpenAI server listening on {fake.base_url}", flush=True)

@@ -111,6 +111,20 @@ def test_sigkill_after_grace_when_sigterm_ignored(state):
         os.kill(pid, 0)
 
 
+@pytest.mark.parametrize("again", [None, 0.3])
+def test_a_second_sigterm_stops_a_server_that_waits_for_its_requests(state, again, monkeypatch):
+    # llama-server, asked to stop with a request in flight, waits for it; only a second interrupt makes it
+    # leave. Without the second SIGTERM every interrupted run waited the whole grace, then SIGKILLed
+    monkeypatch.setattr(ManagedServer, "second_sigterm_s", again)
+    srv = ManagedServer(fake_command("--second-sigterm"), state_dir=state, stop_grace_s=4).start()
+    t0 = time.monotonic()
+    srv.stop()
+    took = time.monotonic() - t0
+    assert wait_gone(srv.pid, 1)
+    assert (took < 2.5) if again else (took >= 4), took
+    assert LlamaCppServer.second_sigterm_s == 1.0
+
+
 def test_missing_executable_is_a_clear_error(state):
     srv = ManagedServer(lambda port: ["ragsweep-no-such-server-xyz", str(port)], state_dir=state)
     with pytest.raises(ExecutableNotFoundError, match="ragsweep-no-such-server-xyz"):

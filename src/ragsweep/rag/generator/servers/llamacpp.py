@@ -128,6 +128,9 @@ class LlamaCppServer(ManagedServer):
     """``python -m llama_cpp.server`` with a GGUF model (default: SmolLM2-135M-Instruct)."""
 
     kind = "llamacpp"
+    #: llama-server (and uvicorn, under llama_cpp.server) stops its task loop on the first SIGTERM but
+    #: then waits for the requests in flight, which that loop never answers; the second leaves at once
+    second_sigterm_s = 1.0
     DESCRIBED = ("model_path", "model_format", "model_alias", "n_ctx", "engine", "replicas", "parallel", "n_threads",
                  "n_threads_batch", "flash_attn", "omp_wait_policy")
 

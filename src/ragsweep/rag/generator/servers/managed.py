@@ -57,6 +57,9 @@ class ManagedServer(Restarts):
     config_key = "generator.server"
     #: show the start on the terminal while it lasts (``startup.StartProgress``): model, log, seconds
     announce_start = False
+    #: a second SIGTERM this many seconds after the first, for servers that leave at once only on a
+    #: second interrupt (None: one SIGTERM, then SIGKILL after ``stop_grace_s``)
+    second_sigterm_s: float | None = None
 
     def __init__(
         self,
@@ -344,7 +347,7 @@ class ManagedServer(Restarts):
             proc = self._proc
             if proc is not None and not self._stopped:
                 if proc.poll() is None or process.group_alive(proc.pid):
-                    process.kill_group(proc.pid, proc.pid, proc, self.stop_grace_s)
+                    process.kill_group(proc.pid, proc.pid, proc, self.stop_grace_s, self.second_sigterm_s)
                 else:
                     proc.wait()
                 log.info("stopped %s server pid %d", self.kind, proc.pid)

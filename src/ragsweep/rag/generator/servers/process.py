@@ -290,9 +290,15 @@ def stop_orphans(state_dir: str | os.PathLike | None = None, grace_s: float = 10
 # --------------------------------------------------------------------------------------------
 # process groups
 # --------------------------------------------------------------------------------------------
-def kill_group(pgid: int, pid: int, proc: subprocess.Popen | None, grace_s: float) -> None:
-    """SIGTERM the group, SIGKILL it after ``grace_s``; reap ``proc`` when given."""
-    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+def kill_group(pgid: int, pid: int, proc: subprocess.Popen | None, grace_s: float,
+               again_after_s: float | None = None) -> None:
+    """SIGTERM the group, SIGKILL it after ``grace_s``; reap ``proc`` when given. ``again_after_s``:
+    a second SIGTERM after that long, for a server that leaves at once only on a second interrupt
+    (llama-server waits for its requests in flight, which its stopped task loop never answers)."""
+    steps = [(signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)]
+    if again_after_s is not None and again_after_s < grace_s:
+        steps[:1] = [(signal.SIGTERM, again_after_s), (signal.SIGTERM, grace_s - again_after_s)]
+    for i, (sig, wait) in enumerate(steps):
         try:
             os.killpg(pgid, sig)
         except ProcessLookupError:
@@ -308,7 +314,7 @@ def kill_group(pgid: int, pid: int, proc: subprocess.Popen | None, grace_s: floa
             elif not pid_alive(pid) and not group_alive(pgid):
                 return
             time.sleep(0.05)
-        if sig == signal.SIGTERM:
+        if sig == signal.SIGTERM and steps[i + 1][0] == signal.SIGKILL:
             log.warning("server pid %d did not stop within %.0fs of SIGTERM; sending SIGKILL", pid, grace_s)
     if proc is not None:
         try:

@@ -93,7 +93,7 @@ class Restarts:
         proc = self._proc
         if proc is not None:
             if process.group_alive(proc.pid):
-                process.kill_group(proc.pid, proc.pid, proc, self.stop_grace_s)
+                process.kill_group(proc.pid, proc.pid, proc, self.stop_grace_s, self.second_sigterm_s)
             else:
                 proc.wait()
         self._unregister()
