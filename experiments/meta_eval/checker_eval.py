@@ -38,7 +38,7 @@ Scorer = Callable[[Sequence[tuple[str, str]]], np.ndarray]  # (claim, reference)
 
 def load_suites(data: Path, splits: dict[str, Any], limit: int | None = None) -> dict[str, Any]:
     """WiCE chunks and RAGBench response sentences, each with its claim / row key and part."""
-    from experiments.meta_eval import wice as W
+    from experiments.meta_eval import wice_lib as W
 
     out: dict[str, Any] = {}
     wdir = data / "wice"

@@ -326,6 +326,45 @@ def ragbench_sentence_pairs(rows: list[dict[str, Any]]) -> tuple[list[tuple[str,
     return pairs, y, rix
 
 
+def ragbench_sentence_data(folder: Path, checker: Any, cache: Any = None, limit: int | None = None,
+                           subsets: Sequence[str] = RAGBENCH_SUBSETS) -> dict[str, Any]:
+    """Features (``checker.features``: the offline checker's) of every RAGBench response sentence against
+    its row's documents.
+
+    Returns ``X`` (n x len(FEATURES)), ``y`` (1 = supported), ``subset`` and ``row`` (index of the
+    row within its subset) per sentence, and ``rows[subset]`` (the loaded rows).
+    """
+    from ragsweep.judge.offline import FEATURES
+
+    X, y, sub, rix, rows = [], [], [], [], {}
+    for s in subsets:
+        rs = load_ragbench_subset(folder / s, limit)
+        if not rs:
+            continue
+        rows[s] = rs
+        pairs, labels, idx = [], [], []
+        for i, r in enumerate(rs):
+            ref = ragbench_reference(r)
+            for _, text, lab in ragbench_sentence_labels(r):
+                pairs.append((text, ref))
+                labels.append(lab)
+                idx.append(i)
+        if not pairs:
+            continue
+        Xs, _ = checker.features(pairs, cache)
+        X.append(Xs)
+        y += labels
+        sub += [s] * len(pairs)
+        rix += idx
+    return {
+        "X": np.vstack(X) if X else np.zeros((0, len(FEATURES))),
+        "y": np.asarray(y, dtype=int),
+        "subset": np.asarray(sub),
+        "row": np.asarray(rix, dtype=int),
+        "rows": rows,
+    }
+
+
 def wice_reference(item: dict[str, Any]) -> str:
     """A WiCE chunk's evidence lines (web-page lines, often without final punctuation) as one text,
     one line per paragraph so that no two lines merge into one sentence."""

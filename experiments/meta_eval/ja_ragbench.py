@@ -116,7 +116,7 @@ def ragbench_adherence(rb: dict[str, Any]) -> dict[str, Any]:
 
 
 def trace_relevance(rb: dict[str, Any], cache: Any) -> dict[str, Any]:
-    from experiments.meta_eval import ragbench as R
+    from experiments.meta_eval import ragbench_trace as R
     from ragsweep.judge.ragas import Embedder
 
     emb = Embedder(cache=cache)

@@ -25,7 +25,7 @@ from experiments.meta_eval.heads import FULL_FEATURES, best_threshold  # noqa: E
 
 def wice_suite(folder: Path, splits: dict[str, Any], checker: Any, cache: Any, fdir: Path | None,
                heads: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    from experiments.meta_eval import wice as W
+    from experiments.meta_eval import wice_lib as W
 
     items, claims = W.load(folder)
     f = features(checker, [(it["claim"], C.wice_reference(it)) for it in items], cache, fdir)
@@ -83,7 +83,7 @@ def wice_suite(folder: Path, splits: dict[str, Any], checker: Any, cache: Any, f
 
 def rc_suite(folder: Path, splits: dict[str, Any], checker: Any, cache: Any, fdir: Path | None,
              heads: dict[str, dict[str, Any]], new_answer: dict[str, float]) -> dict[str, Any]:
-    from experiments.meta_eval import ragchecker_human as H
+    from experiments.meta_eval import ragchecker_human_lib as H
 
     human, instances, baseline = H.load(folder)
     folds = {d: set(v) for d, v in splits["ragchecker_human"]["folds"].items()}

@@ -54,7 +54,7 @@ from experiments.meta_eval.ja_ragbench import (  # noqa: E402,F401
 )
 from experiments.meta_eval.ja_render import BASELINE_NAMES, agreement_json, render, verdict_text  # noqa: E402,F401
 from experiments.meta_eval.ja_suites import rc_suite, wice_suite  # noqa: E402,F401
-from experiments.meta_eval.make_splits import SPLITS_PATH, load_splits  # noqa: E402
+from experiments.meta_eval.splits import SPLITS_PATH, load_splits  # noqa: E402
 
 NAME = "judge_agreement"
 JSON_PATH = C.RESULTS_DIR / "judge_agreement.json"

@@ -33,9 +33,11 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from experiments.meta_eval import common as C  # noqa: E402
+from experiments.meta_eval.splits import (  # noqa: E402,F401 - load_splits: re-exported
+    SPLITS_PATH, content_hash, load_splits,
+)
 
 SEED = "ragsweep-issue14-splits-v1"
-SPLITS_PATH = Path(__file__).resolve().parent / "splits.json"
 
 
 def _h(*parts: str) -> str:
@@ -48,14 +50,9 @@ def _halves(keys: Sequence[str], suite: str) -> tuple[list[str], list[str]]:
     return sorted(order[:cut]), sorted(order[cut:])
 
 
-def content_hash(splits: dict[str, Any]) -> str:
-    """sha256 of the split lists (canonical JSON of every key but ``sha256`` itself)."""
-    body = {k: v for k, v in splits.items() if k != "sha256"}
-    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-
-
 def make(data: str) -> dict[str, Any]:
-    from experiments.meta_eval import ragchecker_human, wice
+    from experiments.meta_eval import ragchecker_human_lib as ragchecker_human
+    from experiments.meta_eval import wice_lib as wice
 
     rc_folder = C.find_data(data, "ragchecker", ragchecker_human.HUMAN)
     _, instances, _ = ragchecker_human.load(rc_folder)
@@ -96,14 +93,6 @@ def make(data: str) -> dict[str, Any]:
     }
     splits["sha256"] = content_hash(splits)
     return splits
-
-
-def load_splits(path: Path | str = SPLITS_PATH) -> dict[str, Any]:
-    """The frozen splits; raises if the file was edited by hand (hash mismatch)."""
-    s = json.loads(Path(path).read_text())
-    if content_hash(s) != s.get("sha256"):
-        raise ValueError(f"{path}: sha256 does not match its content (the splits are frozen)")
-    return s
 
 
 def main(argv: Sequence[str] | None = None) -> int:

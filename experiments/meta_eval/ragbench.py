@@ -79,7 +79,7 @@ def example_scores(rows_idx: np.ndarray, p: np.ndarray, n_rows: int, agg: str = 
 
 def loso_predictions(data: dict[str, Any], heads_fn: Any) -> tuple[np.ndarray, dict[str, str]]:
     """Sentence P from heads trained leave-one-subset-out; ``notes[subset]`` says when that was impossible."""
-    from experiments.meta_eval.train_offline import predict
+    from experiments.meta_eval.heads import predict
 
     X, y, sub = data["X"], data["y"], data["subset"]
     p = np.full(len(y), np.nan)
@@ -111,9 +111,9 @@ def run(args: argparse.Namespace) -> str:
 
     per: dict[str, dict[str, Any]] = {}
     if offline:
-        from experiments.meta_eval.train_offline import FULL_FEATURES, LEX_FEATURES, fit_head, ragbench_sentence_data
+        from experiments.meta_eval.heads import FULL_FEATURES, LEX_FEATURES, fit_head
 
-        data = ragbench_sentence_data(folder, checker, cache, args.limit)
+        data = C.ragbench_sentence_data(folder, checker, cache, args.limit)
         feats = FULL_FEATURES if checker.use_embeddings else LEX_FEATURES
         p_loso, notes = loso_predictions(data, lambda X, y, g: fit_head(X, y, feats, groups=g))
         p_ship = checker.predict(data["X"])

@@ -134,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import torch
 
     from ragsweep.judge.trained import _base, base_path, build_model, encode_pairs, collate, save
-    from experiments.meta_eval.make_splits import load_splits
+    from experiments.meta_eval.splits import load_splits
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)

@@ -33,49 +33,14 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
 from experiments.meta_eval import common as C  # noqa: E402
+from experiments.meta_eval.common import ragbench_sentence_data  # noqa: E402,F401 - re-exported
 from experiments.meta_eval.heads import (  # noqa: E402,F401 - re-exported
     C_REG, FULL_FEATURES, LEX_FEATURES, SQUARES, balanced_accuracy, best_threshold, fit_head, predict,
 )
 from ragsweep.judge.offline import (  # noqa: E402
-    CONTRADICTION_CAP, FEATURES, LEXICAL_FEATURES, PARAMS_PATH, OfflineChecker,
+    CONTRADICTION_CAP, LEXICAL_FEATURES, PARAMS_PATH, OfflineChecker,
 )
 
-
-
-def ragbench_sentence_data(folder: Path, checker: OfflineChecker, cache: Any = None, limit: int | None = None,
-                           subsets: Sequence[str] = C.RAGBENCH_SUBSETS) -> dict[str, Any]:
-    """Features of every RAGBench response sentence against its row's documents.
-
-    Returns ``X`` (n x len(FEATURES)), ``y`` (1 = supported), ``subset`` and ``row`` (index of the
-    row within its subset) per sentence, and ``rows[subset]`` (the loaded rows).
-    """
-    X, y, sub, rix, rows = [], [], [], [], {}
-    for s in subsets:
-        rs = C.load_ragbench_subset(folder / s, limit)
-        if not rs:
-            continue
-        rows[s] = rs
-        pairs, labels, idx = [], [], []
-        for i, r in enumerate(rs):
-            ref = C.ragbench_reference(r)
-            for _, text, lab in C.ragbench_sentence_labels(r):
-                pairs.append((text, ref))
-                labels.append(lab)
-                idx.append(i)
-        if not pairs:
-            continue
-        Xs, _ = checker.features(pairs, cache)
-        X.append(Xs)
-        y += labels
-        sub += [s] * len(pairs)
-        rix += idx
-    return {
-        "X": np.vstack(X) if X else np.zeros((0, len(FEATURES))),
-        "y": np.asarray(y, dtype=int),
-        "subset": np.asarray(sub),
-        "row": np.asarray(rix, dtype=int),
-        "rows": rows,
-    }
 
 
 def train(data: dict[str, Any]) -> dict[str, Any]:
@@ -94,7 +59,7 @@ def wice_answer_thresholds(data_root: str, heads: dict[str, Any], checker: Offli
     response is from the ground-truth answer; RAG responses copy their context, which is why the
     context threshold (fitted on RAGBench) is higher. None when WiCE is not under ``data_root``.
     Only the thresholds see WiCE; the heads never do."""
-    from experiments.meta_eval import wice
+    from experiments.meta_eval import wice_lib as wice
 
     try:
         folder = C.find_data(data_root, "wice", wice.FILE)

@@ -24,33 +24,12 @@ from typing import Any, Sequence
 import numpy as np
 
 from experiments.meta_eval import common as C
+from experiments.meta_eval.wice_lib import FILE, load, per_claim  # noqa: F401 - FILE: re-exported
 from ragsweep.judge.labels import ENTAILMENT
 
 NAME = "wice"
-FILE = "oracle_chunks_claim_dev.jsonl"
 PUBLISHED = [("GPT-4 (published, WiCE paper, oracle chunks, test)", 0.80),
              ("T5-3B fine-tuned on ANLI (published, test)", 0.91)]
-
-
-def load(folder, limit: int | None = None) -> tuple[list[dict], "OrderedDict[str, list[int]]"]:
-    items = C.load_json_or_jsonl(folder / FILE)
-    claims: OrderedDict[str, list[int]] = OrderedDict()
-    for i, it in enumerate(items):
-        meta = it.get("meta") or {}
-        cid = meta.get("id") if isinstance(meta, dict) else None
-        claims.setdefault(cid or it["claim"], []).append(i)
-    if limit:
-        claims = OrderedDict(list(claims.items())[:limit])
-        keep = sorted(i for v in claims.values() for i in v)
-        remap = {old: new for new, old in enumerate(keep)}
-        items = [items[i] for i in keep]
-        claims = OrderedDict((k, [remap[i] for i in v]) for k, v in claims.items())
-    return items, claims
-
-
-def per_claim(claims: "OrderedDict[str, list[int]]", chunk_scores: Sequence[float]) -> np.ndarray:
-    s = np.asarray(chunk_scores, dtype=float)
-    return np.array([s[idx].max() for idx in claims.values()])
 
 
 def metrics(labels: list[str], score: np.ndarray, decision: np.ndarray | None) -> list[Any]:

@@ -27,7 +27,7 @@ the wrong type raises :class:`RecordError` naming the key. Renaming a field is o
 attribute and, if the file's key changes too, its entry in ``KEYS``) plus the schema test
 (``tests/contract/test_records.py``); a type checker (``mypy``) then lists every user of the old name.
 
-Dataclasses, not pydantic, measured (``python experiments/bench_records.py``, the shipped
+Dataclasses, not pydantic, measured (``python experiments/benchmarks/bench_records.py``, the shipped
 RAGChecker fixture, 1,000 read + write round trips, median of 5, on a shared 2-core machine):
 dataclasses 257 us per record, equivalent pydantic v2 models 101 us; importing this module 0.17 s,
 pydantic 0.30 s. Pydantic is faster per record, but a run reads and writes its records once or

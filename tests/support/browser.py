@@ -1,5 +1,5 @@
 """What the browser tests need: the system Chromium and Playwright (why a test skips when they are
-missing), and the experiments/ scripts that drive the MLflow UI, loaded as modules."""
+missing), and the experiments/ui_checks/ scripts that drive the MLflow UI, loaded as modules."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ MISSING = ([] if Path(CHROMIUM).exists() else [f"{CHROMIUM} not installed (apt-g
 
 
 def load_script(name: str) -> ModuleType:
-    """experiments/<name>.py as the module ``name``."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "experiments" / f"{name}.py")
+    """experiments/ui_checks/<name>.py as the module ``name``."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "experiments" / "ui_checks" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod  # dataclasses look the module up
     spec.loader.exec_module(mod)

@@ -4,7 +4,7 @@ ran it (``--dist loadfile``):
 
 - its numbers against the expected results in conf/experiment/ci_check.yaml: a change that silently
   moves them fails here; and the issue's case: 4 questions get NOT SIGNIFICANT, never REPRODUCED;
-- experiments/mlflow_ui_check.py in a real browser: the sweep served by ``mlflow server`` on
+- experiments/ui_checks/mlflow_ui_check.py in a real browser: the sweep served by ``mlflow server`` on
   127.0.0.1, Playwright driving the system Chromium asserts that the Traces view lists the
   questions with their assessments, that a filter on a metric narrows them, that the evaluation
   table shows both runs, and that the compare page renders with coloured claims; the screenshots

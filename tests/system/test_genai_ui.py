@@ -1,7 +1,7 @@
 """Issues 38 and 51 in a real browser: the open-source MLflow UI (the installed MLflow 3) over one
 small sweep (2 systems x 4 questions, answers from a fake OpenAI-compatible server, the offline
 judge), its label sample's review queue and one ``mlflow.genai.evaluate`` of ragsweep's scorers.
-``experiments/mlflow_genai_ui.py`` makes the store and drives Chromium in one session, raising
+``experiments/ui_checks/mlflow_genai_ui.py`` makes the store and drives Chromium in one session, raising
 CheckError on the first page that does not show what it should:
 
 - the Datasets page lists the question set, and both systems' runs show it with one digest (each

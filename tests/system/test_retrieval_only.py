@@ -194,7 +194,7 @@ def _beir(d: Path) -> Path:
 def test_scifact_bench_prints_the_pipelines_retrieval_metrics_with_intervals(tmp_path, capsys):
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    from experiments import bench_retrieval
+    from experiments.benchmarks import bench_retrieval
 
     labels = [label for label, _ in bench_retrieval.scifact_systems(100)]
     assert labels == ["tfidf", "tfidf+embedding", "bm25", "bm25+embedding", "dense", "dense+embedding",

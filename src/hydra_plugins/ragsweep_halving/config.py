@@ -21,7 +21,7 @@ class HalvingSweeperConf:
     # the chance of dropping, at any rung of the whole sweep, a system whose true mean is the best: the
     # rungs planned to hold two systems or more share it (ragsweep.analysis.search.rung_alphas), each
     # testing by betting on the objective's known range (ragsweep.analysis.best.bounded_drop_p: valid at
-    # every n, whatever the distribution); measured in experiments/sim_halving_sweep.py
+    # every n, whatever the distribution); measured in experiments/simulations/sim_halving_sweep.py
     alpha: float = 0.05
     # jobs handed to the launcher at once (null: a whole rung)
     max_batch_size: Optional[int] = None

@@ -4,7 +4,7 @@ Successive halving (and the report's "tied with the best") drops a system when s
 is shown better on the questions both scored. Since issue 50 they decide with
 :func:`bounded_drop_p` (betting tests on the objective's known range, valid at every n whatever the
 distribution of the differences); :func:`drop_p`, below, decided from issue 34 to issue 50 and is
-kept as the reference ``experiments/sim_halving_sweep.py`` measures against (rule ``max-t``): it
+kept as the reference ``experiments/simulations/sim_halving_sweep.py`` measures against (rule ``max-t``): it
 lost its level when a system's differences are skewed at a small rung. The permutation test it replaces (``stats.best_p``
 before issue 34) permuted the systems' values within each question, which is exact only when tied
 systems are exchangeable: with equal means and one system ten times noisier, the noisy system's
@@ -29,7 +29,7 @@ variances:
 
 Dropping every system with p < alpha drops a system whose true mean is the largest with probability
 at most about alpha (asymptotically exact; its small-n behaviour is measured in
-``experiments/sim_halving_sweep.py``): the max over *all* ordered pairs bounds every comparison a
+``experiments/simulations/sim_halving_sweep.py``): the max over *all* ordered pairs bounds every comparison a
 true best can lose, whichever systems are truly worse.
 """
 
@@ -95,7 +95,7 @@ def bounded_drop_p(values: np.ndarray, scale: float, *, alpha: float = 0.05) -> 
     Why not :func:`drop_p` alone: the sign flips assume each difference symmetric about its mean; a
     system whose differences are rare large jumps (worse by a little on most questions, better by a
     lot on a few, equal means) looks worse on every question of a small rung and was dropped in
-    about 15% of simulated sweeps at a first rung of 20 questions (``experiments/sim_halving_sweep.py``)."""
+    about 15% of simulated sweeps at a first rung of 20 questions (``experiments/simulations/sim_halving_sweep.py``)."""
     from ragsweep.analysis import bounded
 
     x = np.asarray(values, dtype=float)

@@ -18,7 +18,7 @@ process with predictable plug-in bets):
   ``K+`` falls and ``K-`` rises with m, so the interval is ``[low, high]``, found by bisection.
 
 Why betting: measured against Hoeffding's and the empirical-Bernstein bound in
-``experiments/sim_equivalence.py`` it is the narrowest of the three valid intervals in every cell
+``experiments/simulations/sim_equivalence.py`` it is the narrowest of the three valid intervals in every cell
 there (results in ``experiments/results/sim_equivalence.md``), and it adapts to spread: 300 zero
 differences of a 0/1 metric give +-1.7 points where Hoeffding gives +-15.7.
 

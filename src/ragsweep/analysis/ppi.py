@@ -7,7 +7,7 @@ come from the authors' package ``ppi-python`` (``ppi_py.ppi_mean_ci`` with the p
 parameter lambda estimated from the data, clipped to [0, 1]: lambda = 0 is the labels-only mean,
 so PPI++ is never much worse than labelling alone; lambda = 1 is the original PPI).
 
-Which interval at which label count (measured in ``experiments/ppi_coverage.py``, stated in
+Which interval at which label count (measured in ``experiments/simulations/ppi_coverage.py``, stated in
 docs/statistics.md, "Prediction-powered estimates"): from :data:`MIN_LABELS` labelled questions,
 the PPI++ CLT (normal) interval exactly as ``ppi_py.ppi_mean_ci`` returns it; below that, no PPI
 interval (the judge-only interval is shown with the label count and the minimum). The minimum is
@@ -22,7 +22,7 @@ A paired difference (:func:`paired`, :func:`paired_mean`) needs the same minimum
 interval only when at least :data:`MIN_NONZERO` labelled questions have a non-zero human
 difference; with fewer (two systems that differ on few questions) it uses the labelled
 differences' betting interval, valid whatever their distribution: simulated from the held-out
-data's shape (``experiments/sim_ppi_paired.py``), the CLT interval covered 0.33-0.81 when B
+data's shape (``experiments/simulations/sim_ppi_paired.py``), the CLT interval covered 0.33-0.81 when B
 differed on 1% of the questions.
 
 All values are on the human label's scale (0..1); callers convert judge values first
@@ -151,7 +151,7 @@ def paired_mean(y: Sequence[float], yhat: Sequence[float], yhat_unlabelled: Sequ
     non-zero; otherwise the labels' own betting interval (:mod:`ragsweep.analysis.bounded`, values in
     [-1, 1]), valid whatever their distribution. Two systems that differ on few questions leave
     almost every labelled difference 0, the CLT interval's spread estimate near 0, and its coverage
-    at 0.33-0.81 (``experiments/sim_ppi_paired.py``)."""
+    at 0.33-0.81 (``experiments/simulations/sim_ppi_paired.py``)."""
     from ragsweep.analysis import bounded
 
     y = np.asarray(y, dtype=float)

@@ -1,6 +1,6 @@
 """The PDF round trip (issue 36, item 3): the RAGBench paper's text (the source of
 ``dataset=ragbench_paper_longdoc``), typeset to PDF by pandoc + pdfTeX
-(tests/fixtures/files/paper/ragbench_paper.pdf, experiments/own_docs/make_paper_docs.py), parsed
+(tests/fixtures/files/paper/ragbench_paper.pdf, experiments/benchmarks/own_docs/make_paper_docs.py), parsed
 back by ``dataset=files``; every ``ragbench_paper_qa`` question's evidence (its relevant chunk's
 text) is located in the parsed text, and BM25's recall over the PDF stays within
 :data:`MARGIN` of its recall over the text itself (the same questions, chunker and retriever).

@@ -208,7 +208,8 @@ def _questions_md(res: Result) -> list[str]:
     rows = [r for r in res.systems if r.valid is not None]
     if rows:
         out += ["", "Each system's metric over the valid questions only (PPI ratio of the human label over validity, "
-                "delta method; simulated coverage 0.95-1.00 at 100-400 yes/no labels, experiments/sim_ppi_valid.py):", "",
+                "delta method; simulated coverage 0.95-1.00 at 100-400 yes/no labels, "
+                "experiments/simulations/sim_ppi_valid.py):", "",
                 "| metric (human label) | system | PPI over valid questions [95% CI] | labelled questions |", "|---|---|---|---|"]
         for r in rows:
             s, d = _scale(r.metric), 1 if _scale(r.metric) > 1 else 3

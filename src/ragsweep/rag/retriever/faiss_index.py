@@ -5,7 +5,7 @@ by block, and on which device (saying so when ``device`` asks for CUDA).
   ``rows x dim x 4`` bytes (1M chunks of all-MiniLM-L6-v2: 1.5 GB).
 - ``hnsw``: ``IndexHNSWFlat`` (inner product), approximate; faster search over millions of
   chunks, about 1.2x the flat index's memory (M=32); its recall, latency and memory against ``flat``
-  are measured by ``experiments/bench_ann_recall.py`` (``experiments/results/ann_recall.md``).
+  are measured by ``experiments/benchmarks/bench_ann_recall.py`` (``experiments/results/ann_recall.md``).
   It stays on the CPU.
 
 :func:`check_fits` refuses, before any work starts, an index that cannot fit in memory.

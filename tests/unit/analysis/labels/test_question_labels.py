@@ -73,7 +73,7 @@ def test_valid_mean_estimates_the_metric_over_valid_questions_not_over_all():
 
 
 def test_valid_mean_covers_at_about_the_nominal_rate():
-    """A small simulation (the full one is experiments/sim_ppi_valid.py): 200 draws of 150 labels."""
+    """A small simulation (the full one is experiments/simulations/sim_ppi_valid.py): 200 draws of 150 labels."""
     rng = np.random.default_rng(1)
     v, m, j = _population(rng, 1500, 0.75, 0.7, 0.3, 0.35)
     truth = m[v == 1].mean()

@@ -9,7 +9,7 @@ one batch per step: the weights are read once for N tokens. ``generator.server.e
 is N (``auto``: ``SLOTS``, 1) for each of the ``replicas`` one-thread processes: two OpenMP threads
 sharing one small decoding graph wait at barriers (beside a busy process they collapse), so the
 cores stay one process each and the batching happens inside each. Measured in
-experiments/bench_batching.py.
+experiments/benchmarks/bench_batching.py.
 
 One slot is the default because batched decoding does not repeat its greedy answers: a sequence's
 logits depend on which other sequences (decoding, or reading their prompts) share its batch, and
