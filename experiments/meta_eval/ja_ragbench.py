@@ -115,11 +115,11 @@ def ragbench_adherence(rb: dict[str, Any]) -> dict[str, Any]:
             "dev_loso": {f"{f}/{a}": float(np.nanmean(v)) for (f, a), v in inner.items()}}
 
 
-def trace_relevance(rb: dict[str, Any], cache: Any) -> dict[str, Any]:
+def trace_relevance(rb: dict[str, Any], cache: Any, emb: Any = None) -> dict[str, Any]:
     from experiments.meta_eval import ragbench_trace as R
     from ragsweep.judge.ragas import Embedder
 
-    emb = Embedder(cache=cache)
+    emb = emb if emb is not None else Embedder(cache=cache)
     subsets = list(rb)
     preds: dict[str, dict[tuple[float, bool], np.ndarray]] = {}
     truth: dict[str, np.ndarray] = {}

@@ -64,6 +64,7 @@ MODEL_PATH = C.RESULTS_DIR / "offline_model.json"
 
 def run(args: argparse.Namespace) -> int:
     from ragsweep.judge.offline import OfflineChecker
+    from ragsweep.judge.ragas import Embedder
 
     splits = load_splits(args.splits)
     C.set_threads(args.threads)
@@ -94,9 +95,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"[{NAME}] RAGChecker done", flush=True)
     except C.Skip as exc:
         print(f"[{NAME}] RAGChecker skipped: {exc}")
+    emb = Embedder(cache=cache)
     if not args.no_trace:
-        tr = trace_relevance(rb, cache)
+        tr = trace_relevance(rb, cache, emb)
         print(f"[{NAME}] TRACe relevance done", flush=True)
+    # each distinct sentence is encoded once, ever: the vectors are kept in --cache keyed by (model, text)
+    print(f"[{NAME}] sentence embeddings this run: {checker.stats['texts_encoded'] + emb.stats['encoded']} encoded, "
+          f"{checker.stats['texts_cached'] + emb.stats['cached']} read from --cache {args.cache or '(off)'}", flush=True)
     md = render(rc, w, rba, tr, splits["sha256"])
     out_md, out_json = Path(args.out_md), Path(args.out_json)
     out_md.parent.mkdir(parents=True, exist_ok=True)

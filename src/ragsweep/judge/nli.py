@@ -2,7 +2,13 @@
 
 ``model`` is any sentence-transformers/HF NLI cross-encoder: a hub name such as
 ``cross-encoder/nli-deberta-v3-base`` (needs the hub, or the model already in the local HF cache)
-or a local directory. Each pair is scored as (premise = reference, hypothesis = claim), the NLI
+or a local folder (a saved ``CrossEncoder``, or an ``AutoModelForSequenceClassification`` saved
+with its tokenizer by ``save_pretrained``), loaded without the hub. A folder is given as an
+absolute path, ``~/...``, or a path relative to the directory ragsweep was launched from; it is
+checked when the checker is built (a missing folder, or one without ``config.json`` and weights,
+stops the run before any work, naming ``evaluator.checker.model`` and the path), and its
+``cache_id`` carries a digest of its files, so a model retrained into the same folder is a new
+checker (no stale cached verdicts). Each pair is scored as (premise = reference, hypothesis = claim), the NLI
 convention, and labelled with the argmax class. The class order is read from the model's
 ``config.id2label`` (``entailment``/``neutral``/``contradiction`` in any order and case; a
 two-class model's ``not_entailment``/``non_entailment`` reads as Neutral); ``label_map`` in the
@@ -22,6 +28,7 @@ import logging
 import os
 from collections import Counter
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ragsweep.errors import ConfigError
@@ -59,6 +66,67 @@ def label_order(id2label: Mapping[Any, str], model: str = "") -> list[str]:
     return out
 
 
+#: files of a saved model's weights, any of which makes a folder a model folder
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json",
+                "pytorch_model.bin.index.json")
+
+
+def _absolute(model: str) -> Path:
+    """``model`` as a path: ``~`` expanded, a relative path read from the launch directory (Hydra
+    runs jobs there: ``hydra.job.chdir: false``)."""
+    return Path(os.path.abspath(os.path.expanduser(model)))
+
+
+def _looks_like_path(model: str) -> bool:
+    """A hub id is ``name`` or ``owner/name``; anything else with a separator is meant as a path."""
+    return (model.startswith(("/", "~", "./", "../", ".\\", "..\\")) or os.path.isabs(model)
+            or "\\" in model or model.count("/") > 1 or model.endswith("/"))
+
+
+def local_folder(model: str) -> Path | None:
+    """The absolute folder ``model`` names, checked to hold a saved model; None for a hub name.
+
+    Raises :class:`NLIModelError` (naming ``evaluator.checker.model`` and the path) for a path
+    that is missing, not a folder, or a folder without ``config.json`` and weights."""
+    path = _absolute(model)
+    if not path.exists():
+        if _looks_like_path(model):
+            raise NLIModelError(
+                f"evaluator.checker.model={model!r}: no folder {path} (a relative path is read from the "
+                f"directory ragsweep was launched from); give the folder of a saved NLI cross-encoder")
+        return None  # a hub name such as cross-encoder/nli-deberta-v3-base
+    if not path.is_dir():
+        raise NLIModelError(f"evaluator.checker.model={model!r}: {path} is a file; give the folder that holds "
+                            f"the model's config.json, weights and tokenizer")
+    missing = [] if (path / "config.json").is_file() else ["config.json"]
+    if not any((path / f).is_file() for f in WEIGHT_FILES):
+        missing.append("weights (model.safetensors or pytorch_model.bin)")
+    if missing:
+        raise NLIModelError(
+            f"evaluator.checker.model={model!r}: the folder {path} holds no saved model (no {' and no '.join(missing)}); "
+            f"save one there with model.save_pretrained(folder) and tokenizer.save_pretrained(folder)")
+    return path
+
+
+def folder_digest(path: Path, edge: int = 1 << 20) -> str:
+    """sha256 over a model folder's files: names, sizes and contents (a large file's first and last
+    MiB only, so a multi-GB model is fingerprinted in milliseconds)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for f in sorted(p for p in path.rglob("*") if p.is_file() and ".cache" not in p.relative_to(path).parts):
+        size = f.stat().st_size
+        h.update(f"{f.relative_to(path).as_posix()}\0{size}\0".encode())
+        with f.open("rb") as fh:
+            if size <= 2 * edge:
+                h.update(fh.read())
+            else:
+                h.update(fh.read(edge))
+                fh.seek(size - edge)
+                h.update(fh.read(edge))
+    return h.hexdigest()[:16]
+
+
 class NLIChecker:
     """Claim-vs-reference labels from an NLI cross-encoder (see the module doc)."""
 
@@ -73,6 +141,9 @@ class NLIChecker:
         def __post_init__(self) -> None:
             if not isinstance(self.model, str) or not self.model:
                 raise ValueError(f"evaluator.checker.model must be a model name or path, got {self.model!r}")
+            folder = local_folder(self.model)
+            if folder is not None:
+                self.model = str(folder)
             if not isinstance(self.device, str) or not (
                 self.device in ("auto", "cpu", "mps") or self.device.startswith("cuda")
             ):
@@ -114,6 +185,8 @@ class NLIChecker:
         cfg = asdict(self.config)
         cfg.pop("device")
         cfg.pop("batch_size")
+        if Path(cfg["model"]).is_dir():  # a local folder: its files, so a retrained model is a new checker
+            cfg["files_sha256"] = folder_digest(Path(cfg["model"]))
         return {"checker": "nli", **cfg}
 
     def load(self) -> Any:
@@ -137,12 +210,15 @@ class NLIChecker:
             offline = os.environ.get("HF_HUB_OFFLINE") in ("1", "true", "True") or os.environ.get(
                 "TRANSFORMERS_OFFLINE"
             ) in ("1", "true", "True")
-            hint = (
-                "the hub is switched off (HF_HUB_OFFLINE=1) and the model is not in the local HF cache: "
-                "download it once where the hub is reachable, or give a local directory"
-                if offline
-                else "check the name, or give a local directory with a saved cross-encoder"
-            )
+            if Path(cfg.model).is_dir():
+                hint = (f"the local folder {cfg.model} does not load as a sequence-classification model with "
+                        f"its tokenizer (save both there with save_pretrained)")
+            elif offline:
+                hint = ("the hub is switched off (HF_HUB_OFFLINE=1) and the model is not in the local HF cache, "
+                        f"nor a folder {_absolute(cfg.model)}: download it once where the hub is reachable, or "
+                        "give a local folder")
+            else:
+                hint = "check the name, or give a local folder with a saved cross-encoder"
             msg = " ".join(str(exc).split())[:300]
             raise NLIModelError(
                 f"evaluator.checker.model: cannot load the NLI cross-encoder {cfg.model!r}: {hint} "
@@ -204,4 +280,4 @@ class NLIChecker:
             )
 
 
-__all__ = ["NLIChecker", "NLIModelError", "label_order"]
+__all__ = ["NLIChecker", "NLIModelError", "folder_digest", "label_order", "local_folder"]

@@ -321,3 +321,51 @@ def test_judge_agreement_json_matches_the_judge_card_schema():
 def test_judge_agreement_skips_without_data(tmp_path, capsys):
     assert JA.main(["--data", str(tmp_path / "nope")]) == 0
     assert "skipped" in capsys.readouterr().out
+
+
+class _CountingEncoder:
+    """A stand-in sentence encoder: a fixed random vector per text, every text it encodes recorded."""
+
+    def __init__(self):
+        self.texts: list[str] = []
+
+    def encode(self, texts, **_):
+        self.texts += list(texts)
+        seeds = [int(hashlib.sha256(t.encode()).hexdigest()[:8], 16) for t in texts]
+        return np.stack([np.random.default_rng(s).normal(size=8) for s in seeds]).astype(np.float32)
+
+
+def test_meta_eval_embeds_each_sentence_once_and_a_second_run_nothing(tmp_path, monkeypatch):
+    """The RAGBench features and the TRACe relevance suite share one embedding cache keyed by
+    (model, text): the first run encodes each distinct sentence once across both, a second run
+    (a new process's view of the same --cache folder, the feature files left out) encodes none."""
+    from experiments.meta_eval import ja_ragbench as JR
+    from ragsweep.corpus import embeddings as E
+    from ragsweep.judge.offline import OfflineChecker
+    from ragsweep.judge.ragas import Embedder
+
+    enc, loads = _CountingEncoder(), []
+    monkeypatch.setattr(E, "load_sentence_transformer", lambda *a, **k: (loads.append(a), enc)[1])
+    folder = FIX / "ragbench"
+    subsets = {}
+    for s in ("covidqa", "hotpotqa", "msmarco"):
+        ids = [str(r["id"]) for r in C.load_ragbench_subset(folder / s, None)]
+        subsets[s] = {"dev": ids[::2], "test": ids[1::2]}
+
+    def run():
+        cache = C.open_cache(str(tmp_path / "cache"))
+        checker, emb = OfflineChecker(threshold=0.5), Embedder(cache=cache)
+        rb = JR.load_ragbench(folder, {"ragbench": {"subsets": subsets}}, checker, cache, None, None)
+        tr = JR.trace_relevance(rb, cache, emb)
+        return rb, tr, checker.stats["texts_encoded"] + emb.stats["encoded"]
+
+    rb1, tr1, n1 = run()
+    assert n1 == len(enc.texts) > 50 and len(set(enc.texts)) == len(enc.texts)  # each distinct text once
+    shared = set(t for r in rb1["covidqa"]["rows"] for doc in r["documents_sentences"] for _, t in doc)
+    assert shared & set(enc.texts)  # the trace suite's sentences overlap the checker's: encoded once
+    loads.clear()
+    rb2, tr2, n2 = run()
+    assert n2 == 0 and len(enc.texts) == n1 and not loads  # nothing encoded, the model never loaded
+    for s in rb1:
+        np.testing.assert_array_equal(rb1[s]["f"].X, rb2[s]["f"].X)
+    assert json.dumps(tr1, default=str) == json.dumps(tr2, default=str)

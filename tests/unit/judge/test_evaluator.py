@@ -581,26 +581,10 @@ def test_offline_evaluator_end_to_end_without_network(tmp_path, monkeypatch, com
 
 @pytest.mark.slow
 def test_nli_checker_reads_label_order_and_fails_clearly_offline(tmp_path, monkeypatch):
-    import torch
-    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
-
     from ragsweep.judge.nli import NLIChecker, NLIModelError
-    from ragsweep.corpus.embeddings import minilm_path
+    from support.nli_model import tiny_nli_model
 
-    tok = AutoTokenizer.from_pretrained(minilm_path())
-    config = BertConfig(
-        vocab_size=tok.vocab_size, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-        intermediate_size=32, max_position_embeddings=128, num_labels=3,
-        id2label={0: "CONTRADICTION", 1: "ENTAILMENT", 2: "NEUTRAL"},
-        label2id={"CONTRADICTION": 0, "ENTAILMENT": 1, "NEUTRAL": 2},
-    )
-    torch.manual_seed(0)
-    model = BertForSequenceClassification(config)
-    with torch.no_grad():  # class 1 always wins
-        model.classifier.weight.zero_()
-        model.classifier.bias.copy_(torch.tensor([0.0, 5.0, 0.0]))
-    model.save_pretrained(tmp_path)
-    tok.save_pretrained(tmp_path)
+    tiny_nli_model(tmp_path, winner=1, id2label={0: "CONTRADICTION", 1: "ENTAILMENT", 2: "NEUTRAL"})
 
     pairs = [("Paris is in France.", "Paris is a city in France."), ("x", "y")]
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # a local cross-encoder folder needs no hub
