@@ -2,7 +2,8 @@
 
 It runs a command on loopback in its own process group, logs its output to a file, waits for
 ``GET <health_path>`` to answer (``/v1/models``; vLLM: ``/health``, which no API key guards), and stops the whole group (SIGTERM, then SIGKILL after
-``stop_grace_s``) on ``stop()``, on context-manager exit, at interpreter exit, and when this
+``stop_grace_s``; a second SIGTERM after ``second_sigterm_s`` for servers that leave only on a second
+interrupt, llama.cpp's) on ``stop()``, on context-manager exit, at interpreter exit, and when this
 process gets SIGINT/SIGTERM/SIGHUP (the previous handlers are then called, so Ctrl-C still raises
 KeyboardInterrupt and SIGTERM still ends the process with its conventional status).
 
