@@ -16,10 +16,11 @@ were reported), and a sweep it had started resumes as ``ragsweep -m`` does (fini
 skipped, the rest from the cache).
 
 One line per sweep on the terminal (its output goes to ``logs/NAME.log``), each with the time left
-for the whole set: measured seconds per system and question of each side (retrieval only, or with
-generation) from the sweeps that finished, here or in an earlier run, else :data:`~ragsweep.pipeline.reproduce_estimate.PRIOR_S`;
-a generating sweep system by system from the context each reads
-(:mod:`ragsweep.pipeline.reproduce_estimate`).
+for the whole set (:mod:`ragsweep.pipeline.reproduce_estimate`): a retrieval-only sweep by the
+seconds per system and question measured on those that finished, here or in an earlier run; a
+generating one system by system by the context each reads (``retriever.top_k * chunker.size``
+tokens, none for ``prompt=no_context``), rescaled by measured / predicted once generating sweeps
+finished.
 """
 
 from __future__ import annotations
