@@ -16,8 +16,11 @@ were reported), and a sweep it had started resumes as ``ragsweep -m`` does (fini
 skipped, the rest from the cache).
 
 One line per sweep on the terminal (its output goes to ``logs/NAME.log``), each with the time left
-for the whole set: measured seconds per system and question of each side (retrieval only, or with
-generation) from the sweeps that finished, here or in an earlier run, else :data:`PRIOR_S`.
+for the whole set (:mod:`ragsweep.pipeline.reproduce_estimate`): a retrieval-only sweep by the
+seconds per system and question measured on those that finished, here or in an earlier run; a
+generating one system by system by the context each reads (``retriever.top_k * chunker.size``
+tokens, none for ``prompt=no_context``), rescaled by measured / predicted once generating sweeps
+finished.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ragsweep.pipeline import reproduce_page as page
+from ragsweep.pipeline.reproduce_estimate import contexts_of, describe_rates, estimate_s, gen_scale, rates, time_left
 from ragsweep.pipeline.reproduce_page import duration
 
 PROG = "ragsweep-reproduce"
@@ -42,12 +46,6 @@ PROG = "ragsweep-reproduce"
 RETRIEVAL = ("ragchecker_topk_retrieval", "ragchecker_chunk_size_retrieval", "ragchecker_overlap_retrieval")
 #: the generator side: RAGChecker App. F Figs. 6, 7, 10, 8 and RAGBench's case study (Sec. 3.5)
 GENERATION = ("ragchecker_topk", "ragchecker_chunk_size", "ragchecker_overlap", "ragchecker_prompt", "ragbench_case_study")
-#: seconds per system and question before any sweep of that side was measured (2 cores: the
-#: retrieval-only top-k sweep, 6 systems x 300 questions in 101.6 s; the 20-question top-k sweep,
-#: 6 x 20 in 13.0 min; experiments/results/diagnoses.md)
-PRIOR_S = {"retrieval": 0.06, "generation": 6.5}
-
-
 @dataclass
 class Sweep:
     """One planned sweep: an experiment config and the overrides every sweep of the run gets."""
@@ -58,6 +56,7 @@ class Sweep:
     questions: int | None
     overrides: list[str] = field(default_factory=list)  # shown in the commands (--limit, the user's)
     hidden: list[str] = field(default_factory=list)  # the shared stores: passed, not shown
+    contexts: list[int] | None = None  # each system's context tokens per question (None: not known, the flat rate)
 
     @property
     def side(self) -> str:
@@ -111,13 +110,18 @@ def split_values(value: Any) -> list[str]:
     return [v.strip() for v in [*out, cur] if v.strip()]
 
 
-def systems_of(node: Any) -> int:
-    """Jobs of the sweep: the product of the choices of its ``hydra.sweeper.params``."""
+def choices_of(node: Any) -> dict[str, list[str]]:
+    """Each of the sweep's ``hydra.sweeper.params`` with its choices."""
     from omegaconf import OmegaConf
 
     params = OmegaConf.select(node, "hydra.sweeper.params")
     params = OmegaConf.to_container(params, resolve=False) if params is not None else {}
-    return math.prod(len(split_values(v)) for v in params.values()) if params else 1
+    return {str(k): split_values(v) for k, v in params.items()}
+
+
+def systems_of(node: Any) -> int:
+    """Jobs of the sweep: the product of the choices of its ``hydra.sweeper.params``."""
+    return math.prod(len(v) for v in choices_of(node).values())
 
 
 def is_retrieval_only(node: Any) -> bool:
@@ -167,7 +171,8 @@ def plan(only: Sequence[str] | None = None, retrieval_only: bool = False, limit:
         if retrieval_only and not retro:
             continue
         ovs = ([f"dataset.limit={int(limit)}"] if limit else []) + list(overrides)
-        out.append(Sweep(name, retro, systems_of(node), questions_of(name, node, limit), ovs, list(hidden)))
+        contexts = None if retro else contexts_of(name, choices_of(node), ovs)
+        out.append(Sweep(name, retro, systems_of(node), questions_of(name, node, limit), ovs, list(hidden), contexts))
     if not out:
         raise SystemExit(f"{PROG}: error: nothing to run: {'--retrieval-only leaves none of ' if retrieval_only else ''}"
                          f"{', '.join(names)}")
@@ -193,7 +198,7 @@ class State:
 
     def update(self, sweep: Sweep, **fields: Any) -> None:
         entry = {"name": sweep.name, "side": sweep.side, "systems": sweep.systems, "questions": sweep.questions,
-                 "command": sweep.command(), **self.get(sweep), **fields}
+                 "contexts": sweep.contexts, "command": sweep.command(), **self.get(sweep), **fields}
         self.sweeps[sweep.key] = entry
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
@@ -203,31 +208,6 @@ class State:
     def done(self, sweep: Sweep) -> bool:
         entry = self.get(sweep)
         return entry.get("status") == "finished" and "directions" in entry
-
-
-# -- the time left ---------------------------------------------------------------------------------
-def rates(state: State) -> dict[str, float]:
-    """Seconds per system and question of each side: measured on the finished sweeps, else the prior."""
-    out = dict(PRIOR_S)
-    for side in out:
-        done = [e for e in state.sweeps.values() if e.get("side") == side and e.get("status") == "finished"
-                and e.get("wall_s") and e.get("questions")]
-        work = sum(e["systems"] * e["questions"] for e in done)
-        if work:
-            out[side] = sum(float(e["wall_s"]) for e in done) / work
-    return out
-
-
-def estimate_s(sweep: Sweep, rate: dict[str, float]) -> float:
-    return rate[sweep.side] * sweep.systems * (sweep.questions or 300)
-
-
-def time_left(sweeps: Sequence[Sweep], state: State, running: Sweep | None = None, elapsed: float = 0.0) -> float:
-    rate = rates(state)
-    left = sum(estimate_s(s, rate) for s in sweeps if not state.done(s) and s is not running)
-    if running is not None:
-        left += max(0.0, estimate_s(running, rate) - elapsed)
-    return left
 
 
 # -- running ---------------------------------------------------------------------------------------
@@ -288,14 +268,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
     sweeps = plan(only, args.retrieval_only, args.limit, args.overrides, hidden)
     state = State(out / "state.json")
-    rate = rates(state)
-    total = sum(estimate_s(s, rate) for s in sweeps if not state.done(s))
+    rate, scale = rates(state), gen_scale(state, sweeps)
+    total = sum(estimate_s(s, rate, scale) for s in sweeps if not state.done(s))
     print(f"{PROG}: {len(sweeps)} sweep(s), {sum(s.systems for s in sweeps)} systems; about {duration(total)} "
-          f"(s per system and question: {', '.join(f'{k} {v:.3g}' for k, v in rate.items())}); state: {state.path}",
-          flush=True)
+          f"(s per system and question: {describe_rates(rate, scale, sweeps)}); state: {state.path}", flush=True)
     if args.dry_run:
         for i, s in enumerate(sweeps, 1):
-            status = "finished before: skipped" if state.done(s) else f"about {duration(estimate_s(s, rate))}"
+            status = "finished before: skipped" if state.done(s) else f"about {duration(estimate_s(s, rate, scale))}"
+            if s.contexts:
+                status += f" (context {min(s.contexts):,}-{max(s.contexts):,} tokens per question)"
             print(f"[{i}/{len(sweeps)}] {s.name} ({s.side}): {s.systems} systems x {s.questions or '?'} questions, "
                   f"{status}\n    {s.command()}\n    {s.report_command()}")
         return 0

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from ragsweep.pipeline import reproduce as rp
+from ragsweep.pipeline import reproduce_estimate as est
 from ragsweep.pipeline import reproduce_page as page
 
 
@@ -57,14 +58,17 @@ def test_options_select_and_limit_the_sweeps():
 def test_time_left_uses_measured_seconds_per_system_and_question(tmp_path):
     sweeps = rp.plan(only=["ragchecker_topk_retrieval", "ragchecker_overlap_retrieval", "ragchecker_prompt"], limit=10)
     state = rp.State(tmp_path / "state.json")
-    assert rp.rates(state) == rp.PRIOR_S
-    prior = rp.time_left(sweeps, state)
-    assert prior == pytest.approx(6 * 10 * rp.PRIOR_S["retrieval"] * 2 + 3 * 10 * rp.PRIOR_S["generation"])
+    assert est.rates(state) == est.PRIOR_S
+    prior = est.time_left(sweeps, state)
+    # ragchecker_prompt: two systems reading 20 chunks of 300 tokens, and the closed-book floor
+    gen = 10 * (3 * est.GEN_A_S + 2 * 6.0 * est.GEN_B_S)
+    assert prior == pytest.approx(6 * 10 * est.PRIOR_S["retrieval"] * 2 + gen)
     state.update(sweeps[0], status="finished", wall_s=30.0, directions=[])  # 6 systems x 10 questions in 30 s
-    assert rp.rates(state)["retrieval"] == pytest.approx(0.5)
-    assert rp.time_left(sweeps, state) == pytest.approx(6 * 10 * 0.5 + 3 * 10 * rp.PRIOR_S["generation"])
+    assert est.rates(state)["retrieval"] == pytest.approx(0.5)
+    assert est.time_left(sweeps, state) == pytest.approx(6 * 10 * 0.5 + gen)
     # the sweep under way: what its estimate has left
-    assert rp.time_left(sweeps, state, running=sweeps[1], elapsed=10.0) == pytest.approx(20.0 + 3 * 10 * rp.PRIOR_S["generation"])
+    assert est.time_left(sweeps, state, running=sweeps[1], elapsed=10.0) == pytest.approx(20.0 + gen)
+    assert est.time_left(sweeps, state, running=sweeps[2], elapsed=60.0) == pytest.approx(30.0 + gen - 60.0)
     assert rp.State(tmp_path / "state.json").done(sweeps[0])  # written through, read back
     (tmp_path / "bad.json").write_text("[1, 2]")
     with pytest.raises(SystemExit, match="not a state file"):

@@ -1,0 +1,71 @@
+"""ragsweep-reproduce's estimate: each generating system costs by the context it reads, the prior is
+the documented fit, finished sweeps rescale it, and anything unknown falls back to the flat rate."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragsweep.pipeline import reproduce as rp
+from ragsweep.pipeline import reproduce_estimate as est
+
+
+@pytest.fixture(autouse=True)
+def no_dataset_loading(monkeypatch):
+    monkeypatch.setattr(rp, "_dataset_size", lambda name: 300)
+
+
+def test_a_generating_sweep_is_estimated_by_each_systems_context():
+    wide = rp.plan(only=["ragchecker_prompt"], limit=10)[0]
+    narrow = rp.plan(only=["ragchecker_prompt"], limit=10, overrides=["retriever.top_k=2"])[0]
+    # default and optimized prompts read top_k * chunker.size tokens, the closed-book floor none
+    assert wide.contexts == [6000, 6000, 0] and narrow.contexts == [600, 600, 0]
+    rate = est.PRIOR_S
+    assert est.estimate_s(wide, rate) > 4 * est.estimate_s(narrow, rate)  # 20 chunks: several times 2
+    # the closed-book floor costs a alone
+    floor = rp.Sweep("floor", False, 1, 10, contexts=[0])
+    assert est.estimate_s(floor, rate) == pytest.approx(10 * est.GEN_A_S)
+    # 20 chunks of 600 tokens: what the server's window holds; a token budget reranker caps it too
+    chunk = rp.plan(only=["ragchecker_chunk_size"], limit=10)[0]
+    assert sorted(chunk.contexts) == [0, 0, 0, 3000, 6000, 8192]
+    budget = rp.plan(only=["ragchecker_prompt"], limit=10, overrides=["reranker=token_budget"])[0]
+    assert budget.contexts == [1500, 1500, 0]
+
+
+def test_a_chunker_without_size_counts_the_fallback(monkeypatch):
+    monkeypatch.setattr(est, "FALLBACK_CHUNK_TOKENS", 100)
+    est._CONTEXTS.clear()
+    assert rp.plan(only=["ragchecker_prompt"], overrides=["~chunker.size"])[0].contexts == [2000, 2000, 0]
+    est._CONTEXTS.clear()
+
+
+def test_an_unknown_config_falls_back_to_the_flat_rate():
+    assert est.contexts_of("ragchecker_prompt", {"retriever.top_k": ["interval(1, 20)"]}) is None  # no number
+    assert est.contexts_of("no_such_experiment", {}) is None  # compose refuses it
+    s = rp.Sweep("odd", False, 4, 10, contexts=None)
+    assert est.estimate_s(s, est.PRIOR_S) == pytest.approx(4 * 10 * est.PRIOR_S["generation"])
+    assert "context unknown 6.5" in est.describe_rates(est.PRIOR_S, 1.0, [s])
+
+
+def test_finished_generating_sweeps_rescale_the_model(tmp_path):
+    first, second = rp.plan(only=["ragchecker_prompt", "ragbench_case_study"], limit=10)
+    state = rp.State(tmp_path / "state.json")
+    assert est.gen_scale(state, [first, second]) == 1.0
+    before = est.time_left([first, second], state)
+    predicted = est.predicted_s(first.contexts, 10)
+    state.update(first, status="finished", wall_s=round(predicted / 2, 1), directions=[])  # twice as fast
+    assert state.get(first)["contexts"] == [6000, 6000, 0]  # recorded for a later run's rescale
+    assert est.gen_scale(state) == pytest.approx(0.5, rel=1e-3)
+    assert est.time_left([first, second], state) == pytest.approx(est.predicted_s(second.contexts, 10) / 2, rel=1e-3)
+    assert est.time_left([first, second], state) < before / 2
+    # a state.json an older version wrote (no contexts): the planned sweep of the same key gives them
+    del state.sweeps[first.key]["contexts"]
+    assert est.gen_scale(state) == 1.0 and est.gen_scale(state, [first, second]) == pytest.approx(0.5, rel=1e-3)
+    # a finished retrieval-only sweep does not move the generating side's scale
+    retro = rp.plan(only=["ragchecker_topk_retrieval"], limit=10)[0]
+    state.update(retro, status="finished", wall_s=1000.0, directions=[])
+    assert est.gen_scale(state, [first, second]) == pytest.approx(0.5, rel=1e-3)
+
+
+def test_the_generation_prior_is_the_documented_fit():
+    assert est.fit_b() == pytest.approx(est.GEN_B_S, abs=0.005)
+    assert est.GEN_A_S == pytest.approx(7.0 / 6)  # the closed-book floor: 7 s for 6 answers
