@@ -202,6 +202,16 @@ TRIMS = {
          "set_target_properties(mtmd PROPERTIES\n" + _VERSION_PROPS
          + _unity("mtmd", "^models/", "the models' encoders")),
     ],
+    # llama.cpp's common library, llama-server and libmtmd are not where the time of a run goes (that
+    # is libllama and the CPU backends, left at the release build's -O3): compiled at -O1 they take
+    # about half the compiler's time (experiments/results/cpu_speed.md, "Building the per-CPU wheel").
+    # add_compile_options applies to the folders added after it: vendor (cpp-httplib, the image and
+    # audio decoders of libmtmd), common, tools (server, ui, mtmd); src (libllama) and ggml come before
+    "cold_code_O1": [
+        ("CMakeLists.txt", "add_subdirectory(vendor)\n",
+         "# ragsweep (scripts/build_llama_cpp.py, TRIMS): the code a run does not spend its time in, at -O1\n"
+         "add_compile_options(-O1)\nadd_subdirectory(vendor)\n"),
+    ],
     "server_only": [
         # llama-server, the web UI stub and libmtmd it links; no other tool, no mtmd command-line
         # programs (gated on LLAMA_BUILD_TOOLS, turned off for that folder alone)

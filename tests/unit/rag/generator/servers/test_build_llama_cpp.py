@@ -86,12 +86,17 @@ def cmake_tree(tmp_path, drop_tool: str | None = None):
         f = tmp_path / rel
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_text(f"add_library({target} a.cpp)\n\nset_target_properties({target} PROPERTIES\n" + build._VERSION_PROPS)
+    (tmp_path / "CMakeLists.txt").write_text("add_subdirectory(src)\n\nadd_subdirectory(vendor)\n\nif (LLAMA_BUILD_COMMON)\n    add_subdirectory(common)\n"
+                                              "endif()\nif (LLAMA_BUILD_TOOLS)\n    add_subdirectory(tools)\nendif()\n")
     return ggml, tools
 
 
 def test_the_trims_build_the_listed_cpu_variants_and_llama_server_alone(tmp_path):
     ggml, tools = cmake_tree(tmp_path)
-    assert build.apply_trims(tmp_path) == ["cpu_variants", "server_only", "unity_batches"]
+    assert build.apply_trims(tmp_path) == ["cold_code_O1", "cpu_variants", "server_only", "unity_batches"]
+    # vendor (cpp-httplib), common, the tools and libmtmd at -O1, added after the option; libllama (src) before it
+    root = (tmp_path / "CMakeLists.txt").read_text()
+    assert root.index("add_subdirectory(src)") < root.index("add_compile_options(-O1)") < root.index("add_subdirectory(vendor)")
     g = ggml.read_text()
     assert "NOT tag_name IN_LIST RAGSWEEP_CPU_VARIANTS" in g and "return()" in g
     assert f"set(RAGSWEEP_CPU_VARIANTS {' '.join(build.CPU_VARIANTS)})" in g
