@@ -221,6 +221,7 @@ TRIMS = {
         add_subdirectory(server)
     endif()
     set(LLAMA_BUILD_TOOLS OFF)
+    add_compile_options(-O0)  # libmtmd only: linked, never run (no --mmproj), so compiled as fast as it can be
     add_subdirectory(mtmd)
     unset(LLAMA_BUILD_TOOLS)
 """),

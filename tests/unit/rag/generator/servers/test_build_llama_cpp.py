@@ -107,6 +107,8 @@ def test_the_trims_build_the_listed_cpu_variants_and_llama_server_alone(tmp_path
     assert subdirs == ["add_subdirectory(ui)", "add_subdirectory(server)", "add_subdirectory(mtmd)"]
     # libmtmd (which llama-server links) without its command-line programs
     assert t.index("set(LLAMA_BUILD_TOOLS OFF)") < t.index("add_subdirectory(mtmd)") < t.index("unset(LLAMA_BUILD_TOOLS)")
+    # libmtmd, which llama-server links but never runs, at -O0, after the server's targets were made
+    assert t.index("add_subdirectory(server)") < t.index("add_compile_options(-O0)") < t.index("add_subdirectory(mtmd)")
     # the chat parsers and libmtmd's model encoders compiled in batches, every other source alone
     common = (tmp_path / "common/CMakeLists.txt").read_text()
     mtmd = (tmp_path / "tools/mtmd/CMakeLists.txt").read_text()
