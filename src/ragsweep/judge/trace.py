@@ -13,7 +13,10 @@ Given the relevant keys R and the utilized keys U of an example (eq. 1-4)::
 
 ``Len`` is ``"sentences"`` (a sentence count; the default, and what RAGBench's shipped scores
 use) or ``"chars"`` (the characters of those sentences). Completeness with nothing relevant is
-``empty_completeness`` (1.0, RAGBench's convention: nothing relevant was left out).
+``empty_completeness`` (1.0, RAGBench's convention: nothing relevant was left out); with no context
+at all (a closed-book answer, or documents without a sentence) it is NaN, as relevance and
+utilization are: there is nothing to complete, and a 1.0 there would score the closed-book floor as
+perfectly complete.
 Adherence is a boolean per example: every response sentence is supported by the context.
 
 RAGBench's shipped relevance/utilization/completeness are reproduced exactly (RMSE 0 on all 1,927
@@ -175,14 +178,14 @@ def trace_scores(
         {
             "relevance": _ratio(rel_doc[d], doc_len[d]),
             "utilization": _ratio(util_doc[d], doc_len[d]),
-            "completeness": _ratio(both_doc[d], rel_doc[d], empty_completeness),
+            "completeness": _ratio(both_doc[d], rel_doc[d], empty_completeness if doc_len[d] else _NAN),
         }
         for d in range(n_docs)
     ]
     return {
         "relevance": _ratio(rel_total, context),
         "utilization": _ratio(util_total, context),
-        "completeness": _ratio(both_total, rel_total, empty_completeness),
+        "completeness": _ratio(both_total, rel_total, empty_completeness if context else _NAN),
         "documents": documents,
         "unknown_keys": unknown,
         "length": length,

@@ -146,3 +146,66 @@ def test_a_non_zero_difference_keeps_its_direction():
     assert tie.verdict == NO_DIFF and "0.2" in tie.detail and tie.no_finite_n
     below = _direction([[40.0] * 5, [45.0] * 5, [45.5] * 5], {"higher_for": 0.1})
     assert below.verdict == "OPPOSITE DIRECTION, NOT SIGNIFICANT"
+
+
+# -- a metric that does not exist for some systems (issue 50: RAGBench's case study) -------------
+def _case_study(metric: str, rel_by_prompt: dict, failed: frozenset = frozenset(), n: int = 12):
+    """A 2 retrievers x 3 prompts sweep; ``rel_by_prompt[prompt](retriever, i)``: question i's value
+    (None: undefined, as TRACe is for the closed-book prompt); ``failed``: (retriever, prompt) whose
+    every question failed."""
+    import pandas as pd
+
+    from ragsweep.analysis.report import check_direction
+    from ragsweep.analysis.report.paired import adjust
+    from ragsweep.analysis.report.directions import decide
+
+    recs, rows = {}, []
+    for r in ("tfidf", "dense"):
+        for p, f in rel_by_prompt.items():
+            rid = f"{r}-{p}"
+            bad = (r, p) in failed
+            recs[rid] = [{"query_id": f"q{i}", "scores": {metric: None if bad else f(r, i)},
+                          **({"failure": {"stage": "generation", "reason": "HTTP 500"}} if bad else {})} for i in range(n)]
+            rows.append({"run_id": rid, "run_name": rid, "retriever": r, "prompt": p})
+    df = pd.DataFrame(rows)
+
+    def direction(param, expect):
+        v = check_direction(df, {"metric": metric, "param": param, "expect": expect}, recs)
+        adjust(v.comparisons)
+        return decide(v)
+
+    return direction
+
+
+def test_a_closed_book_system_leaves_a_retriever_level_mean_instead_of_voiding_it():
+    # before: TRACe relevance is undefined for prompt=no_context, so every retriever level held a
+    # system without values and the case study's two relevance directions were NO DATA
+    rel = {"no_context": lambda r, i: None,
+           "short": lambda r, i: (0.7 if r == "dense" else 0.5) + 0.01 * (i % 3),
+           "long": lambda r, i: (0.72 if r == "dense" else 0.52) + 0.01 * (i % 2)}
+    v = _case_study("trace/relevance", rel)("retriever", {"higher_for": "dense"})
+    assert v.verdict == REPRODUCED and v.n == 12
+    means = {x[0]: round(x[1], 3) for x in v.values}  # each retriever's mean over its two RAG prompts
+    assert means == {r: round(np.mean([b + 0.01 * (i % 3) for i in range(12)] + [b + 0.02 + 0.01 * (i % 2) for i in range(12)]), 3)
+                     for r, b in (("tfidf", 0.5), ("dense", 0.7))}
+
+
+def test_a_prompt_level_where_the_metric_does_not_exist_is_left_out_and_said():
+    util = {"no_context": lambda r, i: None, "short": lambda r, i: 0.1 + 0.01 * (i % 4),
+            "long_cot": lambda r, i: 0.3 + 0.01 * (i % 3)}
+    v = _case_study("trace/utilization", util)("prompt", {"higher_for": "long_cot"})
+    assert v.verdict == REPRODUCED and [s["comparison"] for s in v.steps] == ["short -> long_cot"]
+    assert "left out: no_context" in v.observed and "undefined for every question" in v.observed
+
+
+def test_failed_work_is_never_taken_for_a_metric_that_does_not_exist():
+    # the same shape, but the dense short-prompt system failed on every question: it is not "undefined
+    # by design", so it keeps its level from counting those questions, and nothing is decided on it
+    rel = {"short": lambda r, i: (0.7 if r == "dense" else 0.5) + 0.01 * (i % 3),
+           "long": lambda r, i: (0.72 if r == "dense" else 0.52) + 0.01 * (i % 2)}
+    v = _case_study("trace/relevance", rel, failed=frozenset({("dense", "short")}))("retriever", {"higher_for": "dense"})
+    assert v.verdict != REPRODUCED and "undefined for dense" in v.detail
+    util = {"no_context": lambda r, i: 0.2, "short": lambda r, i: 0.1, "long_cot": lambda r, i: 0.3}
+    v = _case_study("trace/utilization", util, failed=frozenset({("tfidf", "no_context"), ("dense", "no_context")}))(
+        "prompt", {"higher_for": "long_cot"})
+    assert "left out" not in v.observed and "undefined for no_context" in v.detail

@@ -165,6 +165,11 @@ def test_duplicates_unknown_keys_and_empty_sets():
     assert math.isnan(trace_scores(docs, [], [], empty_completeness=math.nan)["completeness"])
     nothing = trace_scores([[]], ["0a"], [])
     assert math.isnan(nothing["relevance"]) and math.isnan(nothing["documents"][0]["utilization"])
+    # no context at all (a closed-book answer): nothing to complete, so no completeness either; a 1.0
+    # there made the case study's no-context prompt the most complete (RAGBench convention or not)
+    closed_book = trace_scores([], [], [])
+    assert all(math.isnan(closed_book[k]) for k in ("relevance", "utilization", "completeness"))
+    assert math.isnan(nothing["completeness"]) and math.isnan(nothing["documents"][0]["completeness"])
     with pytest.raises(ValueError, match="length"):
         trace_scores(docs, [], [], length="tokens")
 

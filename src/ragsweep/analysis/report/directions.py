@@ -17,7 +17,7 @@ from typing import Mapping
 
 from ragsweep.analysis import stats
 from ragsweep.analysis.report.frame import ReportError, _same, fmt, metric_range, values_of, value_label
-from ragsweep.analysis.report.paired import RULES, UNTESTABLE, compare, level_values, p_text
+from ragsweep.analysis.report.paired import RULES, UNTESTABLE, Undefined, compare, level_values, p_text
 from ragsweep.analysis.report.table import _md_cell
 from ragsweep.tracking import SweepRuns
 
@@ -145,6 +145,15 @@ def check_direction(df, d: dict[str, Any], records: Mapping[str, Any] | None = N
     sep = " -> " if numeric else ", "
     v.observed = sep.join(f"{value_label(param, val)} {fmt(iv.mean) if iv else 'n/a'}" for val, iv in ivs.items())
     missing = [value_label(param, val) for val, iv in ivs.items() if iv is None or iv.n == 0]
+    # "higher for V" against a level where the metric does not exist (TRACe utilization of the
+    # closed-book prompt): compared with the levels where it does, saying which were left out
+    skipped = [val for val in ivs if isinstance(levels[val], Undefined) and not _same(val, target)]
+    if (missing and kind in ("higher_for", "lower_for") and len(skipped) == len(missing)
+            and len(values) - len(skipped) >= 2 and not (than and all(any(_same(t, s) for s in skipped) for t in than))):
+        values = [val for val in values if not any(_same(val, s) for s in skipped)]
+        missing = []
+        v.observed += (f" (left out: {', '.join(value_label(param, val) for val in skipped)}, where the metric is "
+                       "undefined for every question and none failed)")
     if missing:
         v.detail = (f"no per-question values for {', '.join(missing)}" if any(ivs[val] is None for val in ivs)
                     else f"metric is undefined for {', '.join(missing)}")
@@ -334,7 +343,10 @@ def directions_markdown(verdicts: Sequence[Verdict], runs: SweepRuns, spec_sourc
         "",
         "- A level's value for a question (e.g. k=10) is the mean over the finished systems with that value "
         "(so over the other swept parameters) of their values for that question; a question counts for a level "
-        "only when every system of the level scored it. Values are sorted numerically; categorical ones in the sweep's order.",
+        "only when every system of the level scored it. A system for which the metric is undefined on every question, "
+        "none of them failed (TRACe relevance of a closed-book prompt), is in no level's mean; a 'higher for' / 'lower for' "
+        "level made only of such systems is left out of the comparisons, and the row says so. "
+        "Values are sorted numerically; categorical ones in the sweep's order.",
         "- Each step (consecutive levels for increasing / decreasing / barely moves; the named level against each "
         "other one for higher for / lower for) is a paired comparison over the questions both levels scored.",
         f"- REPRODUCED: every step goes the expected way and is significant (Holm-adjusted p < {ALPHA}); for "

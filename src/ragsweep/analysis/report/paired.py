@@ -101,9 +101,22 @@ def run_values(records: Sequence[dict[str, Any]] | None, metric: str) -> PerQues
     return _labels_hook.with_human(records, metric, values)  # + the human labels, where attached (issue 25: PPI)
 
 
+class Undefined(dict):
+    """A level whose every system is one the metric does not exist for (no question, by design)."""
+
+
+def _undefined_by_design(values: PerQuestion, records: Sequence[dict[str, Any]] | None) -> bool:
+    """Every value NaN, and not because work failed: the metric does not exist for this system."""
+    failed = any(r.get("failure") or r.get("error") for r in records or [])
+    return bool(values) and not failed and not any(v is not None and math.isfinite(v) for v in values.values())
+
+
 def level_values(df, param: str, metric: str, records: Mapping[str, Sequence[dict[str, Any]] | None]) -> dict[Any, PerQuestion | None]:
     """Per level of ``param``: the per-question mean over the level's runs (None if any run of
-    the level lacks per-question values)."""
+    the level lacks per-question values). A run where the metric is undefined on every question and
+    no question failed (TRACe relevance of a closed-book prompt: no context, nothing to measure) is
+    not part of any level's mean: the metric does not exist for that system, as opposed to a run
+    whose work failed, which keeps its level from counting those questions."""
     out: dict[Any, PerQuestion | None] = {}
     for val in values_of(df, param):
         rows = df[df[param].map(lambda x, val=val: x is not None and _same(x, val))]
@@ -111,6 +124,11 @@ def level_values(df, param: str, metric: str, records: Mapping[str, Sequence[dic
         if not per_run or any(v is None for v in per_run):
             out[val] = None
             continue
+        defined = [pq for pq, rid in zip(per_run, rows["run_id"]) if not _undefined_by_design(pq, records.get(rid))]
+        if not defined:  # the metric exists for none of the level's systems
+            out[val] = Undefined()
+            continue
+        per_run = defined
         acc: dict[str, list[float]] = {}
         for pq in per_run:
             for q, v in pq.items():
