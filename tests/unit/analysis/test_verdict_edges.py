@@ -196,6 +196,13 @@ def test_a_prompt_level_where_the_metric_does_not_exist_is_left_out_and_said():
     v = _case_study("trace/utilization", util)("prompt", {"higher_for": "long_cot"})
     assert v.verdict == REPRODUCED and [s["comparison"] for s in v.steps] == ["short -> long_cot"]
     assert "left out: no_context" in v.observed and "undefined for every question" in v.observed
+    from ragsweep.analysis.report.directions import directions_markdown
+
+    from types import SimpleNamespace
+
+    runs = SimpleNamespace(experiment="x", parent_id="p", parent_name="p", children=[])
+    row = next(ln for ln in directions_markdown([v], runs, "test").splitlines() if ln.startswith("| trace/utilization"))
+    assert "left out: no_context, where the metric is undefined for every question" in row  # said on the page's row
 
 
 def test_failed_work_is_never_taken_for_a_metric_that_does_not_exist():

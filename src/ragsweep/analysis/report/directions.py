@@ -48,6 +48,7 @@ class Verdict:
     verdict: str
     observed: str = ""
     detail: str = ""
+    left_out: str = ""  # levels left out of a "higher for" / "lower for": the metric exists for none of their systems
     paper: str = ""
     note: str = ""
     values: list[list[Any]] = field(default_factory=list)  # [[param value, mean, ci_low, ci_high, n], ...]
@@ -152,8 +153,9 @@ def check_direction(df, d: dict[str, Any], records: Mapping[str, Any] | None = N
             and len(values) - len(skipped) >= 2 and not (than and all(any(_same(t, s) for s in skipped) for t in than))):
         values = [val for val in values if not any(_same(val, s) for s in skipped)]
         missing = []
-        v.observed += (f" (left out: {', '.join(value_label(param, val) for val in skipped)}, where the metric is "
-                       "undefined for every question and none failed)")
+        v.left_out = (f"left out: {', '.join(value_label(param, val) for val in skipped)}, where the metric is "
+                      "undefined for every question and none failed")
+        v.observed += f" ({v.left_out})"
     if missing:
         v.detail = (f"no per-question values for {', '.join(missing)}" if any(ivs[val] is None for val in ivs)
                     else f"metric is undefined for {', '.join(missing)}")
@@ -321,6 +323,8 @@ def directions_markdown(verdicts: Sequence[Verdict], runs: SweepRuns, spec_sourc
             ) or v.observed
             if v.verdict in (NO_DATA, NOT_TESTABLE, NO_DIFF_NS) and v.detail:
                 obs = f"{obs} — {v.detail}" if obs else v.detail
+            if v.left_out:
+                obs = f"{obs} — {v.left_out}"
             power = power_text(v)
             out.append("| " + " | ".join(_md_cell(x) for x in (
                 v.metric, v.param, v.expected, obs, f"**{v.verdict}**", p_text(v.p) if v.p is not None else "-",
