@@ -342,13 +342,7 @@ def ragbench_sentence_data(folder: Path, checker: Any, cache: Any = None, limit:
         if not rs:
             continue
         rows[s] = rs
-        pairs, labels, idx = [], [], []
-        for i, r in enumerate(rs):
-            ref = ragbench_reference(r)
-            for _, text, lab in ragbench_sentence_labels(r):
-                pairs.append((text, ref))
-                labels.append(lab)
-                idx.append(i)
+        pairs, labels, idx = ragbench_sentence_pairs(rs)
         if not pairs:
             continue
         Xs, _ = checker.features(pairs, cache)
