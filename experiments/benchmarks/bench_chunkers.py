@@ -18,21 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
-import subprocess
 import time
 from pathlib import Path
 
+from common import cpu_model
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def cpu_model() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        return next(line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name"))
-    except Exception:  # noqa: BLE001
-        return platform.processor() or "unknown"
 
 
 def corpora() -> dict[str, list]:

@@ -29,11 +29,18 @@ QUESTIONS_OUT = ROOT / "experiments" / "results" / "questions_ranking"
 PASSAGE = re.compile(r'Passage(?: [AB])? from "[^"]*":\n(.*?)(?=\n\n(?:Passage [AB] from|Reply with JSON))', re.S)
 
 
+def cpu_model() -> str:
+    """The CPU model lscpu names (machines of one kind differ), else what Python can tell."""
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+        return next(line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name"))
+    except Exception:  # noqa: BLE001
+        return platform.processor() or "unknown"
+
+
 def machine() -> str:
     """CPU model, cores and load average now."""
-    cpu = next((ln.split(":", 1)[1].strip() for ln in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
-                if ln.startswith("Model name")), platform.processor())
-    return f"{cpu}, {os.cpu_count()} cores, load average {' / '.join(f'{x:.1f}' for x in os.getloadavg())}"
+    return f"{cpu_model()}, {os.cpu_count()} cores, load average {' / '.join(f'{x:.1f}' for x in os.getloadavg())}"
 
 
 def cpu_line() -> str:
