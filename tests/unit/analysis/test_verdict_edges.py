@@ -216,3 +216,20 @@ def test_failed_work_is_never_taken_for_a_metric_that_does_not_exist():
     v = _case_study("trace/utilization", util, failed=frozenset({("tfidf", "no_context"), ("dense", "no_context")}))(
         "prompt", {"higher_for": "long_cot"})
     assert "left out" not in v.observed and "undefined for no_context" in v.detail
+
+
+def test_a_figure_cell_pools_systems_as_a_level_does():
+    # the figure's bar for a retriever level and the verdict's level value are one pooling: before,
+    # the bar held no value wherever a closed-book system shared the level
+    import pandas as pd
+
+    from ragsweep.analysis.report.paired import cell_interval, level_values
+
+    recs = {"closed": [{"query_id": f"q{i}", "scores": {"trace/relevance": None}} for i in range(8)],
+            "short": [{"query_id": f"q{i}", "scores": {"trace/relevance": 0.5 + 0.01 * i}} for i in range(8)],
+            "long": [{"query_id": f"q{i}", "scores": {"trace/relevance": 0.6}} for i in range(8)]}
+    df = pd.DataFrame({"run_id": list(recs), "retriever": ["tfidf"] * 3})
+    iv = cell_interval(df, "trace/relevance", recs)
+    level = level_values(df, "retriever", "trace/relevance", recs)["tfidf"]
+    assert iv.n == 8 and iv.mean == pytest.approx(np.mean(list(level.values())))
+    assert iv.mean == pytest.approx(np.mean([(0.5 + 0.01 * i + 0.6) / 2 for i in range(8)]))

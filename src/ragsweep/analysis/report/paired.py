@@ -111,48 +111,49 @@ def _undefined_by_design(values: PerQuestion, records: Sequence[dict[str, Any]] 
     return bool(values) and not failed and not any(v is not None and math.isfinite(v) for v in values.values())
 
 
+def _pooled(rows, metric: str, records: Mapping[str, Any]) -> tuple[PerQuestion | None, list[PerQuestion]]:
+    """The per-question mean over the runs in ``rows`` (a frame slice) and the runs it pools: None if
+    any run lacks per-question values; :class:`Undefined` if the metric exists for none of them. A run
+    where the metric is undefined on every question and no question failed (TRACe relevance of a
+    closed-book prompt: no context, nothing to measure) is left out: the metric does not exist for
+    that system, as opposed to a run whose work failed, which keeps the pool from counting those
+    questions. A question counts only when every pooled run scored it."""
+    per_run = [run_values(records.get(rid), metric) for rid in rows["run_id"]]
+    if not per_run or any(v is None for v in per_run):
+        return None, []
+    per_run = [pq for pq, rid in zip(per_run, rows["run_id"]) if not _undefined_by_design(pq, records.get(rid))]
+    if not per_run:
+        return Undefined(), []
+    acc: dict[str, list[float]] = {}
+    for pq in per_run:
+        for q, v in pq.items():
+            if v is not None and math.isfinite(v):
+                acc.setdefault(q, []).append(v)
+    return {q: sum(vs) / len(vs) for q, vs in acc.items() if len(vs) == len(per_run)}, per_run
+
+
 def level_values(df, param: str, metric: str, records: Mapping[str, Sequence[dict[str, Any]] | None]) -> dict[Any, PerQuestion | None]:
-    """Per level of ``param``: the per-question mean over the level's runs (None if any run of
-    the level lacks per-question values). A run where the metric is undefined on every question and
-    no question failed (TRACe relevance of a closed-book prompt: no context, nothing to measure) is
-    not part of any level's mean: the metric does not exist for that system, as opposed to a run
-    whose work failed, which keeps its level from counting those questions."""
+    """Per level of ``param``: the per-question mean over the level's runs (:func:`_pooled`: None if
+    any run of the level lacks per-question values, :class:`Undefined` if the metric exists for none
+    of its systems)."""
     out: dict[Any, PerQuestion | None] = {}
     for val in values_of(df, param):
         rows = df[df[param].map(lambda x, val=val: x is not None and _same(x, val))]
-        per_run = [run_values(records.get(rid), metric) for rid in rows["run_id"]]
-        if not per_run or any(v is None for v in per_run):
-            out[val] = None
-            continue
-        defined = [pq for pq, rid in zip(per_run, rows["run_id"]) if not _undefined_by_design(pq, records.get(rid))]
-        if not defined:  # the metric exists for none of the level's systems
-            out[val] = Undefined()
-            continue
-        per_run = defined
-        acc: dict[str, list[float]] = {}
-        for pq in per_run:
-            for q, v in pq.items():
-                if v is not None and math.isfinite(v):
-                    acc.setdefault(q, []).append(v)
-        # a question counts for the level only when every run of the level scored it
-        out[val] = {q: sum(vs) / len(vs) for q, vs in acc.items() if len(vs) == len(per_run)}
-        out[val] = _labels_hook.level(out[val], per_run)  # the level's human labels, if any (issue 25)
+        pooled, per_run = _pooled(rows, metric, records)
+        # the level's human labels, if any (issue 25)
+        out[val] = _labels_hook.level(pooled, per_run) if per_run else pooled
     return out
 
 
 def cell_interval(rows, metric: str, records: Mapping[str, Any]) -> stats.Interval | None:
     """Interval of the mean over the runs in ``rows`` (a frame slice): from the per-question means
-    when the runs' records are there, else the single run's logged ``<metric>/ci_*``."""
+    when the runs' records are there (pooled as a level's are, :func:`_pooled`), else the single
+    run's logged ``<metric>/ci_*``."""
     if rows.empty:
         return None
-    per_run = [run_values(records.get(rid), metric) for rid in rows["run_id"]]
-    if per_run and all(v is not None for v in per_run):
-        acc: dict[str, list[float]] = {}
-        for pq in per_run:
-            for q, v in pq.items():
-                if v is not None and math.isfinite(v):
-                    acc.setdefault(q, []).append(v)
-        return stats.interval([sum(vs) / len(vs) for vs in acc.values() if len(vs) == len(per_run)])
+    pooled, _ = _pooled(rows, metric, records)
+    if pooled is not None:
+        return stats.interval(pooled.values())
     if len(rows) == 1 and f"{metric}/ci_low" in rows.columns:
         r = rows.iloc[0]
         return stats.Interval(float(r.get(metric, float("nan"))), float(r[f"{metric}/ci_low"]),
