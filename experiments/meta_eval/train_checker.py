@@ -109,6 +109,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", default=None, help="also write the last step's weights here (fp16 safetensors)")
     p.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N")
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    p.add_argument("--bf16", action="store_true",
+                   help="bfloat16 autocast for the training forward (CPUs with AVX512-BF16 or AMX; CUDA)")
     p.add_argument("--seed", type=int, default=13)
     p.add_argument("--max-steps", type=int, default=2000)
     p.add_argument("--batch-size", type=int, default=32)
@@ -192,7 +194,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         y = torch.from_numpy(labels[idx]).to(args.device)
         for g, lr in zip(opt.param_groups, base_lrs):
             g["lr"] = lr * lr_factor(step, args.max_steps, args.warmup)
-        loss = torch.nn.functional.binary_cross_entropy_with_logits(model(ids, types, mask), y)
+        with torch.autocast(args.device.split(":")[0], dtype=torch.bfloat16, enabled=args.bf16):
+            logits = model(ids, types, mask)
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits.float(), y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
