@@ -44,6 +44,25 @@ TRAIN_COMMAND = "python -m experiments.meta_eval.train_checker --data DIR --out 
 FROZEN = ("embeddings.word_embeddings.weight",)
 
 
+PRECISIONS = ("auto", "fp32", "bf16")
+#: /proc/cpuinfo flags of CPUs that compute bfloat16 products natively (AVX512-BF16: AMD Zen 4+,
+#: Intel Cooper Lake+; AMX: Intel Sapphire Rapids+); elsewhere bf16 is emulated and slower than fp32
+BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def resolve_precision(precision: str, device: str, flags: set[str] | None = None) -> str:
+    """``auto`` -> ``bf16`` on a GPU or a CPU with native bf16 arithmetic, else ``fp32``."""
+    if precision != "auto":
+        return precision
+    if not device.startswith("cpu"):
+        return "bf16"
+    if flags is None:
+        from ragsweep.rag.generator.servers.cpu_backend import cpu_flags
+
+        flags = cpu_flags()
+    return "bf16" if any(f in flags for f in BF16_FLAGS) else "fp32"
+
+
 class TrainedCheckerError(ConfigError, FileNotFoundError):
     """The trained checker's weights file is missing or unreadable."""
 
@@ -183,6 +202,8 @@ class TrainedChecker:
         max_length: int = 256  # tokens of a (window, claim) pair
         batch_tokens: int = 4096  # padded tokens a batch holds at most (CPU)
         device: str = "cpu"
+        precision: str = "auto"  # auto: bf16 where the hardware computes it natively, else fp32
+
 
         def __post_init__(self) -> None:
             if self.weights is not None:
@@ -199,6 +220,7 @@ class TrainedChecker:
                 v = getattr(self, name)
                 _validate(isinstance(v, int) and not isinstance(v, bool) and v >= lo, name, f"({v!r}) must be an integer >= {lo}")
             _validate(self.max_length <= 512, "max_length", f"({self.max_length!r}) must be <= 512 (MiniLM's positions)")
+            _validate(self.precision in PRECISIONS, "precision", f"({self.precision!r}) must be one of {', '.join(PRECISIONS)}")
             _validate_device(self.device)
 
     name = "trained"
@@ -245,8 +267,14 @@ class TrainedChecker:
         cfg = asdict(self.config)
         for k in ("device", "batch_tokens", "weights"):
             cfg.pop(k)
+        cfg["precision"] = self.precision  # bf16 and fp32 differ in the last digits: not one cache
         digest = hashlib.sha256(self.path.read_bytes()).hexdigest()[:16] if self.path.is_file() else None
         return {"checker": "trained", "config": cfg, "weights_sha256": digest}
+
+    @property
+    def precision(self) -> str:
+        """The arithmetic the model runs in here (``precision: auto`` resolved for this machine)."""
+        return resolve_precision(self.config.precision, self.config.device)
 
     def threshold_for(self, kind: str = "context") -> float:
         if kind not in REFERENCE_KINDS:
@@ -279,10 +307,11 @@ class TrainedChecker:
         from ragsweep.corpus.bert_encoder import BertEncoder
 
         budget = self.config.batch_tokens if self.config.device == "cpu" else 1 << 62
-        with torch.inference_mode():
+        bf16 = self.precision == "bf16"
+        with torch.inference_mode(), torch.autocast(self.config.device.split(":")[0], dtype=torch.bfloat16, enabled=bf16):
             for idx in BertEncoder._batches([len(e.ids) for e in encs], 256, budget):
                 ids, types, mask = (torch.from_numpy(a).to(self.config.device) for a in collate([encs[i] for i in idx]))
-                out[idx] = torch.sigmoid(model(ids, types, mask)).float().cpu().numpy()
+                out[idx] = torch.sigmoid(model(ids, types, mask).float()).cpu().numpy()
         return out
 
     def score_pairs(self, pairs: Sequence[tuple[str, str]], cache: Any = None) -> list[float]:
@@ -332,5 +361,5 @@ def save(model: Any, path: str | Path, meta: dict[str, Any], dtype: str = "float
     return p
 
 
-__all__ = ["TrainedChecker", "TrainedCheckerError", "WEIGHTS_PATH", "build_model", "encode_pairs", "collate",
+__all__ = ["TrainedChecker", "TrainedCheckerError", "WEIGHTS_PATH", "resolve_precision", "build_model", "encode_pairs", "collate",
            "select_windows", "save"]

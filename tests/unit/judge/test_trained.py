@@ -36,6 +36,18 @@ def test_bad_options_name_the_field():
         TrainedChecker(top_k_windows=0)
     with pytest.raises(ValueError, match="max_length"):
         TrainedChecker(max_length=4096)
+    with pytest.raises(ValueError, match="precision.*auto, fp32, bf16"):
+        TrainedChecker(precision="int4")
+
+
+def test_auto_precision_is_bf16_only_where_the_hardware_computes_it():
+    from ragsweep.judge.trained import resolve_precision
+
+    assert resolve_precision("auto", "cpu", {"avx2", "fma"}) == "fp32"  # AVX2-only CPUs emulate bf16: slower
+    assert resolve_precision("auto", "cpu", {"avx512f", "avx512_bf16"}) == "bf16"  # AMD Zen 4, Intel Cooper Lake
+    assert resolve_precision("auto", "cpu", {"amx_bf16", "amx_tile"}) == "bf16"  # Intel Sapphire Rapids
+    assert resolve_precision("auto", "cuda") == "bf16"
+    assert resolve_precision("fp32", "cuda") == "fp32" and resolve_precision("bf16", "cpu", set()) == "bf16"
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +72,7 @@ def test_weights_round_trip_and_contract(weights):
     from ragsweep.judge.trained import _base, base_path, collate, encode_pairs
 
     path, model = weights
-    spec = {**components.group_spec("checker", "trained"), "weights": str(path)}
+    spec = {**components.group_spec("checker", "trained"), "weights": str(path), "precision": "fp32"}
     ck = components.build("checker", spec)
     assert isinstance(ck, Checker) and components.component_id(ck)["weights_sha256"]
     pairs = [("Paris is the capital of France.", "Paris is the capital of France. It is large."),
@@ -77,6 +89,19 @@ def test_weights_round_trip_and_contract(weights):
     assert labels == [ENTAILMENT if v >= 0.4 else NEUTRAL for v in p]
     assert ck.check_pairs(pairs) == ck.check_pairs(pairs)  # deterministic
     assert np.isclose(ck.score_pairs(pairs[:1])[0], p[0])  # a pair's P does not depend on its batch
+
+
+@pytest.mark.slow
+def test_bf16_scores_follow_fp32_and_have_their_own_cache_identity(weights):
+    path, _ = weights
+    pairs = [("Paris is the capital of France.", "Paris is the capital of France. It is large."),
+             ("Rome is in Spain.", "Rome is the capital of Italy."),
+             ("The mill was built in 1820.", FILLER + " The Harker family built the Blue Mill in 1820. " + FILLER)]
+    fp32 = TrainedChecker(weights=str(path), precision="fp32")
+    bf16 = TrainedChecker(weights=str(path), precision="bf16")
+    a, b = fp32.score_pairs(pairs), bf16.score_pairs(pairs)
+    assert a != b and max(abs(x - y) for x, y in zip(a, b)) < 0.02  # bf16 keeps ~3 significant digits
+    assert fp32.cache_id != bf16.cache_id and fp32.cache_id["config"]["precision"] == "fp32"
 
 
 def test_shared_forward_matches_the_encoder():
