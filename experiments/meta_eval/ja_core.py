@@ -36,6 +36,7 @@ CAP = 0.05  # ragsweep.judge.offline.CONTRADICTION_CAP
 
 
 B_BOOT = 1000
+TRAINED_CHUNK = 500  # pairs the trained checker scores between two progress lines
 
 
 def paired_boot(stat: Any, groups: dict[str, np.ndarray], b: int | None = None, seed: int = 0) -> tuple[float, float, float]:
@@ -127,10 +128,13 @@ def trained_p(scorer: Any, pairs: list[tuple[str, str]], fdir: Path | None) -> n
     path = fdir / f"trained_{key}.npy" if fdir else None
     if path and path.is_file():
         return np.load(path)
-    t0 = time.time()
-    print(f"[judge_agreement] trained checker: scoring {len(pairs)} pairs ...", flush=True)
-    p = np.asarray(scorer.score_pairs(pairs), dtype=float) if pairs else np.zeros(0)
-    print(f"[judge_agreement] trained checker: {len(pairs)} pairs in {time.time() - t0:.0f} s", flush=True)
+    t0, out = time.time(), []
+    for a in range(0, len(pairs), TRAINED_CHUNK):  # a progress line per chunk: the full run scores ~10k pairs
+        out += list(scorer.score_pairs(pairs[a:a + TRAINED_CHUNK]))
+        dt = time.time() - t0
+        print(f"[judge_agreement] trained checker: {len(out)}/{len(pairs)} pairs in {dt:.0f} s "
+              f"({len(out) / max(dt, 1e-9):.1f} pairs/s)", flush=True)
+    p = np.asarray(out, dtype=float)
     if path:
         path.parent.mkdir(parents=True, exist_ok=True)
         np.save(path, p)

@@ -532,3 +532,13 @@ def test_trained_wice_rows_and_paired_intervals(monkeypatch):
                        "stacked", off)
     assert set(st["select"]) == {"ragbench-dev head, stacked", "WiCE-select head, stacked"}
     assert set(st["answer_threshold"]) == {"stacked"}
+
+
+def test_trained_option_names_a_missing_or_bad_weights_file(tmp_path):
+    args = ["--data", str(tmp_path), "--cache", "", "--model", "none", "--trained"]
+    with pytest.raises(SystemExit, match="--trained .*nope.safetensors: no such file.*train_checker"):
+        JA.main([*args, str(tmp_path / "nope.safetensors")])
+    bad = tmp_path / "bad.safetensors"
+    bad.write_text("not weights")
+    with pytest.raises(SystemExit, match="--trained .*bad.safetensors: .*cannot read"):
+        JA.main([*args, str(bad)])
