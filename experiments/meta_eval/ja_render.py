@@ -101,8 +101,9 @@ def render(rc: dict | None, w: dict | None, rba: dict | None, tr: dict | None, s
 def _render_judge(j: str, res: dict[str, dict], rc: dict | None, w: dict | None, rba: dict | None) -> list[str]:
     """The section of judge ``j``: its rows under the same protocol on the same items, the offline
     judge's protocol row beside them, and the paired bootstrap differences."""
-    L = [f"# The {j} judge, same protocol and items", "", f"{ABOUT.get(j, j)}. Feature sets the protocol chooses among: "
-         f"{', '.join(JUDGES.get(j, ()))}.", ""]
+    about = ABOUT.get(j, j)
+    L = [f"# The {j} judge, same protocol and items", "", f"{about[:1].upper()}{about[1:]}. Feature sets the protocol "
+         f"chooses among: {', '.join(JUDGES.get(j, ()))}.", ""]
     jrc, jw, jrba = res.get("rc"), res.get("w"), res.get("rba")
     if jrc and rc:
         L += [f"## {j}: RAGChecker human preferences, overall Pearson x100, leave-one-domain-out", ""]

@@ -41,6 +41,7 @@ chooses; P is a column ``trained`` of the features, computed once per pair and c
 ``--cache`` (key: sha256 of the weights file and the pairs). Each gets a section in the Markdown, an
 entry in ``judges`` of the JSON, and paired bootstrap intervals of judge - token overlap (RAGChecker:
 - token F1, - ROUGE-L F) and judge - offline protocol. Without it the output is what it was.
+``--trained-device cuda`` scores the pairs on a GPU (on CPU the first run is the slow part).
 """
 
 from __future__ import annotations
