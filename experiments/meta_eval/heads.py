@@ -16,6 +16,9 @@ from ragsweep.judge.offline import FEATURES, LEXICAL_FEATURES
 #: Contradiction rule instead.
 FULL_FEATURES: tuple[str, ...] = tuple(f for f in FEATURES if f != "neg_flip")
 LEX_FEATURES: tuple[str, ...] = tuple(f for f in LEXICAL_FEATURES if f != "neg_flip")
+#: the columns of a feature matrix, by name: the offline checker's FEATURES, then (when
+#: ``judge_agreement --trained`` is given) ``trained`` = logit of the trained cross-encoder's P.
+COLUMNS: tuple[str, ...] = (*FEATURES, "trained")
 C_REG = 1.0
 SQUARES = False
 
@@ -25,7 +28,7 @@ def fit_head(X: np.ndarray, y: np.ndarray, features: Sequence[str] = FULL_FEATUR
     """A standardised, class-balanced logistic regression on ``features``; threshold by balanced accuracy."""
     from sklearn.linear_model import LogisticRegression
 
-    idx = [FEATURES.index(f) for f in features]
+    idx = [COLUMNS.index(f) for f in features]
     Xf = X[:, idx]
     mean = Xf.mean(0)
     scale = Xf.std(0)
@@ -50,7 +53,7 @@ def fit_head(X: np.ndarray, y: np.ndarray, features: Sequence[str] = FULL_FEATUR
 
 
 def predict(head: dict[str, Any], X: np.ndarray) -> np.ndarray:
-    idx = [FEATURES.index(f) for f in head["features"]]
+    idx = [COLUMNS.index(f) for f in head["features"]]
     Z = (X[:, idx] - np.asarray(head["mean"])) / np.asarray(head["scale"])
     if head.get("squares"):
         Z = np.hstack([Z, Z**2])

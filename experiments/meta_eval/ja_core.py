@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,17 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from experiments.meta_eval.heads import FULL_FEATURES, LEX_FEATURES, fit_head, predict  # noqa: E402,F401 - fit_head: patched by tests
+from experiments.meta_eval.heads import (  # noqa: E402,F401 - fit_head: patched by tests
+    COLUMNS, FULL_FEATURES, LEX_FEATURES, best_threshold, fit_head, predict,
+)
 
-FEATS = {"full": FULL_FEATURES, "lexical": LEX_FEATURES}
+#: the feature sets a head can use, by name; ``trained`` is the trained cross-encoder's P alone (used
+#: directly, no head: see ``direct_head``), ``stacked`` a head over the full features plus it.
+FEATS = {"full": FULL_FEATURES, "lexical": LEX_FEATURES, "trained": ("trained",), "stacked": (*FULL_FEATURES, "trained")}
+#: a judge = a family of named feature sets among which the protocol chooses (the first is the
+#: family's default: the tie-breaker, and the feature set of a head fitted on WiCE ``select``).
+JUDGES: dict[str, tuple[str, ...]] = {"offline": ("full", "lexical"), "trained": ("trained",), "stacked": ("stacked",)}
+OFFLINE = JUDGES["offline"]
 GRID = [round(float(t), 2) for t in np.arange(0.2, 0.81, 0.05)]
 TAUS = [0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7]
 SHIPPED_ANSWER_THRESHOLD = 0.30
@@ -27,6 +36,7 @@ CAP = 0.05  # ragsweep.judge.offline.CONTRADICTION_CAP
 
 
 B_BOOT = 1000
+TRAINED_CHUNK = 500  # pairs the trained checker scores between two progress lines
 
 
 def paired_boot(stat: Any, groups: dict[str, np.ndarray], b: int | None = None, seed: int = 0) -> tuple[float, float, float]:
@@ -66,16 +76,72 @@ class Feats:
         self.X, self.empty, self.contra = X, empty.astype(bool), contra.astype(bool)
 
     def probs(self, head: dict[str, Any]) -> np.ndarray:
+        if head.get("direct"):  # the trained cross-encoder's P as it is: none of the offline checker's overrides
+            return 1.0 / (1.0 + np.exp(-self.X[:, COLUMNS.index("trained")])) if len(self.X) else np.zeros(0)
         p = predict(head, self.X) if len(self.X) else np.zeros(0)
         p = np.where(self.contra, np.minimum(p, CAP), p)
         return np.where(self.empty, 0.0, p)
 
     def labels(self, head: dict[str, Any], thr: float) -> np.ndarray:
-        """1.0 for Entailment (P >= thr and no contradiction), as ``OfflineChecker.check_pairs``."""
+        """1.0 for Entailment (P >= thr and no contradiction), as ``OfflineChecker.check_pairs``
+        (P >= thr alone for the trained P, as ``TrainedChecker.check_pairs``)."""
+        if head.get("direct"):
+            return (self.probs(head) >= thr).astype(float)
         return ((self.probs(head) >= thr) & ~self.contra).astype(float)
 
+    def with_trained(self, p: np.ndarray) -> "Feats":
+        """These features plus the column ``trained`` = logit(P), P clipped to [1e-6, 1 - 1e-6]."""
+        q = np.clip(np.asarray(p, dtype=float), 1e-6, 1 - 1e-6)
+        return Feats(np.hstack([self.X[:, :len(COLUMNS) - 1], np.log(q / (1 - q))[:, None]]), self.empty, self.contra)
 
-def features(checker: Any, pairs: list[tuple[str, str]], cache: Any, fdir: Path | None) -> Feats:
+
+def direct_head(X: np.ndarray, y: np.ndarray, groups: np.ndarray | None = None) -> dict[str, Any]:
+    """The "head" of the trained judge: its P used directly (nothing fitted; a monotone 1-feature head
+    would have the same AUROC); ``threshold`` by balanced accuracy on the rows given, as ``fit_head``."""
+    head = {"features": ["trained"], "direct": True, "threshold": 0.5}
+    p = 1.0 / (1.0 + np.exp(-X[:, COLUMNS.index("trained")])) if len(X) else np.zeros(0)
+    head["threshold"] = best_threshold(y, p, groups)
+    return head
+
+
+def fit_family(X: np.ndarray, y: np.ndarray, feats: str, groups: np.ndarray | None = None) -> dict[str, Any]:
+    """The head of feature set ``feats`` (a key of ``FEATS``) fitted on (X, y): ``fit_head``, read from
+    this module so that tests can patch it, or ``direct_head`` for the trained P alone."""
+    if feats == "trained":
+        return direct_head(X, y, groups)
+    return fit_head(X, y, FEATS[feats], groups=groups)
+
+
+def features(checker: Any, pairs: list[tuple[str, str]], cache: Any, fdir: Path | None, trained: Any = None) -> Feats:
+    """The offline checker's features of ``pairs`` (cached under ``fdir``), plus the column ``trained``
+    when a trained scorer is given (see ``trained_p``)."""
+    f = _offline_features(checker, pairs, cache, fdir)
+    return f.with_trained(trained_p(trained, pairs, fdir)) if trained is not None else f
+
+
+def trained_p(scorer: Any, pairs: list[tuple[str, str]], fdir: Path | None) -> np.ndarray:
+    """P of the trained cross-encoder for each (claim, reference) pair, cached under ``fdir`` by the
+    sha256 of its weights file and the pairs (``scorer``: a ``TrainedChecker`` or anything with
+    ``score_pairs`` and a ``weights_sha256`` attribute)."""
+    sha = getattr(scorer, "weights_sha256", None) or hashlib.sha256(Path(scorer.path).read_bytes()).hexdigest()
+    key = hashlib.sha256(json.dumps([sha, pairs]).encode()).hexdigest()[:24]
+    path = fdir / f"trained_{key}.npy" if fdir else None
+    if path and path.is_file():
+        return np.load(path)
+    t0, out = time.time(), []
+    for a in range(0, len(pairs), TRAINED_CHUNK):  # a progress line per chunk: the full run scores ~10k pairs
+        out += list(scorer.score_pairs(pairs[a:a + TRAINED_CHUNK]))
+        dt = time.time() - t0
+        print(f"[judge_agreement] trained checker: {len(out)}/{len(pairs)} pairs in {dt:.0f} s "
+              f"({len(out) / max(dt, 1e-9):.1f} pairs/s)", flush=True)
+    p = np.asarray(out, dtype=float)
+    if path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.save(path, p)
+    return p
+
+
+def _offline_features(checker: Any, pairs: list[tuple[str, str]], cache: Any, fdir: Path | None) -> Feats:
     key = hashlib.sha256(json.dumps([checker.config.model, checker.config.window, checker.config.top_k_sentences,
                                      pairs]).encode()).hexdigest()[:24]
     path = fdir / f"feats_{key}.npz" if fdir else None

@@ -16,11 +16,13 @@ if str(ROOT) not in sys.path:
 
 from experiments.meta_eval import common as C  # noqa: E402
 from experiments.meta_eval import ja_core as K  # noqa: E402
-from experiments.meta_eval.ja_core import FEATS, TAUS, fast_auroc, features, paired_boot  # noqa: E402
+from experiments.meta_eval.ja_core import OFFLINE, TAUS, fast_auroc, features, paired_boot  # noqa: E402
+
 
 def load_ragbench(folder: Path, splits: dict[str, Any], checker: Any, cache: Any, fdir: Path | None,
-                  limit: int | None) -> dict[str, Any]:
-    """Per subset: rows, the part of each row (dev / test), sentence features and labels."""
+                  limit: int | None, trained: Any = None) -> dict[str, Any]:
+    """Per subset: rows, the part of each row (dev / test), sentence features (with the column
+    ``trained`` when a trained scorer is given) and labels."""
     out: dict[str, Any] = {}
     for s, parts in splits["ragbench"]["subsets"].items():
         rows = C.load_ragbench_subset(folder / s, limit)
@@ -30,7 +32,7 @@ def load_ragbench(folder: Path, splits: dict[str, Any], checker: Any, cache: Any
         pairs, y, rix = C.ragbench_sentence_pairs(rows)
         out[s] = {"rows": rows, "part": np.array([part_of[str(r["id"])] for r in rows]),
                   "adherent": np.array([int(bool(r["adherence_score"])) for r in rows]),
-                  "f": features(checker, pairs, cache, fdir), "y": np.asarray(y, int), "row": np.asarray(rix, int)}
+                  "f": features(checker, pairs, cache, fdir, trained), "y": np.asarray(y, int), "row": np.asarray(rix, int)}
         out[s]["sent_part"] = out[s]["part"][out[s]["row"]] if len(rix) else np.zeros(0, str)
     return out
 
@@ -47,7 +49,7 @@ def _stack(rb: dict[str, Any], subsets: Sequence[str], part: str) -> tuple[np.nd
 
 def fit_on(rb: dict[str, Any], subsets: Sequence[str], feats: str, part: str = "dev") -> dict[str, Any]:
     X, y, g = _stack(rb, subsets, part)
-    return K.fit_head(X, y, FEATS[feats], groups=g)
+    return K.fit_family(X, y, feats, groups=g)
 
 
 def example_scores(d: dict[str, Any], p: np.ndarray, part: str, agg: str) -> tuple[np.ndarray, np.ndarray]:
@@ -65,15 +67,19 @@ def rb_auroc(d: dict[str, Any], head: dict[str, Any], part: str, agg: str) -> fl
     return C.auroc(y, s)
 
 
-def ragbench_adherence(rb: dict[str, Any]) -> dict[str, Any]:
+def ragbench_adherence(rb: dict[str, Any], family: Sequence[str] = OFFLINE, judge: str = "offline",
+                       versus: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Adherence AUROC of the judge whose feature sets are ``family`` (see ``ja_core.JUDGES``); with
+    ``versus`` (the offline judge's result) also the paired difference to its protocol."""
     subsets = list(rb)
-    cands = [(f, a) for f in ("full", "lexical") for a in ("min", "mean")]
+    cands = [(f, a) for f in family for a in ("min", "mean")]
+    default = (family[0], "min")
     res: dict[str, dict[str, float]] = defaultdict(dict)
     chosen: dict[str, tuple[str, str]] = {}
     arr: dict[str, dict[str, np.ndarray]] = {}
     for s in subsets:
         others = [o for o in subsets if o != s]
-        heads = {f: fit_on(rb, others, f) for f in FEATS}
+        heads = {f: fit_on(rb, others, f) for f in family}
         arr[s] = {}
         for f, a in cands:
             yt, arr[s][f"{f}/{a}"] = example_scores(rb[s], rb[s]["f"].probs(heads[f]), "test", a)
@@ -83,10 +89,10 @@ def ragbench_adherence(rb: dict[str, Any]) -> dict[str, Any]:
         inner = {c: [] for c in cands}
         for t in others:
             rest = [o for o in others if o != t]
-            ih = {f: fit_on(rb, rest, f) for f in FEATS}
+            ih = {f: fit_on(rb, rest, f) for f in family}
             for f, a in cands:
                 inner[(f, a)].append(rb_auroc(rb[t], ih[f], "dev", a))
-        best = max(cands, key=lambda c: (np.nanmean(inner[c]), c == ("full", "min")))
+        best = max(cands, key=lambda c: (np.nanmean(inner[c]), c == default))
         chosen[s] = best
         res["protocol"][s] = res[f"{best[0]}/{best[1]}"][s]
         arr[s]["protocol"] = arr[s][f"{best[0]}/{best[1]}"]
@@ -98,21 +104,29 @@ def ragbench_adherence(rb: dict[str, Any]) -> dict[str, Any]:
     # the choice the protocol makes on all 7 dev halves (what a re-trained model ships)
     inner = {c: [] for c in cands}
     for t in subsets:
-        ih = {f: fit_on(rb, [o for o in subsets if o != t], f) for f in FEATS}
+        ih = {f: fit_on(rb, [o for o in subsets if o != t], f) for f in family}
         for f, a in cands:
             inner[(f, a)].append(rb_auroc(rb[t], ih[f], "dev", a))
-    final = max(cands, key=lambda c: (np.nanmean(inner[c]), c == ("full", "min")))
+    final = max(cands, key=lambda c: (np.nanmean(inner[c]), c == default))
+    if versus is not None:
+        for s in subsets:
+            arr[s]["offline"] = versus["arr"][s]["protocol"]
 
-    def diff(pk: dict[str, np.ndarray], a: str) -> float:
+    def diff(pk: dict[str, np.ndarray], a: str, b: str = "token") -> float:
         return float(np.mean([fast_auroc(arr[s]["y"][pk[s]], arr[s][a][pk[s]])
-                              - fast_auroc(arr[s]["y"][pk[s]], arr[s]["token"][pk[s]])
+                              - fast_auroc(arr[s]["y"][pk[s]], arr[s][b][pk[s]])
                               for s in subsets]))
 
     groups = {s: arr[s]["y"] for s in subsets}
-    boot = {f"{n} - token overlap": paired_boot(lambda pk, a=a: diff(pk, a), groups)
-            for n, a in (("shipped recipe", "full/min"), ("protocol", "protocol"))}
+    if judge == "offline":
+        pairs = [("shipped recipe - token overlap", "full/min", "token"), ("protocol - token overlap", "protocol", "token")]
+    else:
+        pairs = [(f"{judge} - token overlap", "protocol", "token")]
+        pairs += [(f"{judge} - offline protocol", "protocol", "offline")] if versus is not None else []
+    boot = {n: paired_boot(lambda pk, a=a, b=b: diff(pk, a, b), groups) for n, a, b in pairs}
     return {"per": dict(res), "chosen": chosen, "final": final, "subsets": subsets, "boot": boot,
-            "dev_loso": {f"{f}/{a}": float(np.nanmean(v)) for (f, a), v in inner.items()}}
+            "dev_loso": {f"{f}/{a}": float(np.nanmean(v)) for (f, a), v in inner.items()},
+            "judge": judge, "family": tuple(family), "arr": arr}
 
 
 def trace_relevance(rb: dict[str, Any], cache: Any, emb: Any = None) -> dict[str, Any]:

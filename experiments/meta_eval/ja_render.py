@@ -16,7 +16,15 @@ if str(ROOT) not in sys.path:
 
 from experiments.meta_eval import common as C  # noqa: E402
 from experiments.meta_eval import ja_core as K  # noqa: E402
-from experiments.meta_eval.ja_core import TARGETS  # noqa: E402
+from experiments.meta_eval.ja_core import JUDGES, TARGETS  # noqa: E402
+
+#: the judges measured beside the offline one (``judge_agreement --trained``): how each is described
+ABOUT = {"trained": "the trained cross-encoder's P(entailed) alone (ragsweep.judge.trained, checker `trained`)",
+         "stacked": "a logistic head over the offline features plus logit(P) of the trained cross-encoder, fitted "
+                    "where and how the offline full head is"}
+FEAT_NAMES = {"full": "full features", "lexical": "lexical features", "trained": "trained P",
+              "stacked": "stacked head (full features + trained logit)"}
+RC_PROTOCOL = "protocol (choice made on the other 4 domains)"
 
 
 def _mean(d: dict[str, float], keys: Sequence[str]) -> float:
@@ -30,7 +38,10 @@ def _boot_line(boot: dict[str, tuple[float, float, float]], digits: int) -> str:
                                          for k, v in boot.items()) + ".")
 
 
-def render(rc: dict | None, w: dict | None, rba: dict | None, tr: dict | None, sha: str) -> str:
+def render(rc: dict | None, w: dict | None, rba: dict | None, tr: dict | None, sha: str,
+           more: dict[str, dict[str, dict]] | None = None) -> str:
+    """Every table; ``more``: {judge: {"rc": .., "w": .., "rba": ..}} of the judges measured beside
+    the offline one (a section each, after the offline judge's)."""
     L = ["# Out-of-sample agreement of the offline judge (frozen splits)", "",
          f"Written by `python -m experiments.meta_eval.judge_agreement --data ../shared/data` from "
          f"`splits.json` (sha256 {sha[:12]}). Protocol: module doc of `judge_agreement.py` and the README.", ""]
@@ -82,10 +93,52 @@ def render(rc: dict | None, w: dict | None, rba: dict | None, tr: dict | None, s
               _boot_line(tr["boot"], 3),
               "Choices: " + "; ".join(f"{s}: tau {c[0]}, union {c[1]}" for s, c in tr["chosen"].items())
               + f". On all dev halves: tau {tr['final'][0]}, union {tr['final'][1]}.", ""]
+    for j, res in (more or {}).items():
+        L += _render_judge(j, res, rc, w, rba)
     return "\n".join(L)
 
 
-def agreement_json(rc: dict | None, w: dict | None, rba: dict | None, tr: dict | None, splits: dict) -> dict:
+def _render_judge(j: str, res: dict[str, dict], rc: dict | None, w: dict | None, rba: dict | None) -> list[str]:
+    """The section of judge ``j``: its rows under the same protocol on the same items, the offline
+    judge's protocol row beside them, and the paired bootstrap differences."""
+    about = ABOUT.get(j, j)
+    L = [f"# The {j} judge, same protocol and items", "", f"{about[:1].upper()}{about[1:]}. Feature sets the protocol "
+         f"chooses among: {', '.join(JUDGES.get(j, ()))}.", ""]
+    jrc, jw, jrba = res.get("rc"), res.get("w"), res.get("rba")
+    if jrc and rc:
+        L += [f"## {j}: RAGChecker human preferences, overall Pearson x100, leave-one-domain-out", ""]
+        hdr = ["scorer", "pooled", *jrc["domains"], "mean of domains", "global"]
+        rows = dict(jrc["rows"]) | {"offline judge: " + RC_PROTOCOL: rc["rows"][RC_PROTOCOL]}
+        body = [[n, r["pooled"], *[r["per"][d] for d in jrc["domains"]], _mean(r["per"], jrc["domains"]), r["global"]]
+                for n, r in rows.items()]
+        L += [C.md_table(hdr, body), "",
+              "Choices per held-out domain: " + "; ".join(f"{d}: {', '.join(c)}" for d, c in jrc["chosen"].items()),
+              _boot_line(jrc["boot"], 1),
+              f"Choice on all 5 domains: {', '.join(jrc['final'])} (in-sample {jrc['final_in_sample']:.1f}).", ""]
+    if jw and w:
+        L += [f"## {j}: WiCE supported vs rest, AUROC (claim = max over its oracle chunks)", ""]
+        body = [[n, jw["select"].get(n, None), v] for n, v in jw["test"].items()]
+        body.append(["offline judge: protocol", None, w["test"]["protocol"]])
+        L += [C.md_table(["scorer", "select", "test"], body, digits=3), "", _boot_line(jw["boot"], 3),
+              f"Protocol choice on select: {jw['chosen']}. Answer thresholds (plateau of claim-level balanced accuracy "
+              f"on select): {jw['answer_threshold']}.", ""]
+    if jrba and rba:
+        ss = jrba["subsets"]
+        names = {f"{f}/{a}": f"{FEAT_NAMES.get(f, f)}, {a} sentence P" for f in jrba["family"] for a in ("min", "mean")}
+        names["protocol"] = "protocol (features, aggregation chosen by inner LOSO on dev halves)"
+        names["token"] = "token overlap (content-word recall of the response)"
+        body = [["rows (test)", *[str(jrba["per"]["n"][s]) for s in ss], ""]]
+        body += [[lbl, *[jrba["per"][k][s] for s in ss], _mean(jrba["per"][k], ss)] for k, lbl in names.items()]
+        body.append(["offline judge: protocol", *[rba["per"]["protocol"][s] for s in ss], _mean(rba["per"]["protocol"], ss)])
+        L += [f"## {j}: RAGBench adherence AUROC, test halves, leave-one-subset-out on dev halves", "",
+              C.md_table(["scorer", *ss, "mean"], body, digits=3), "", _boot_line(jrba["boot"], 3),
+              "Choices: " + "; ".join(f"{s}: {'/'.join(c)}" for s, c in jrba["chosen"].items())
+              + f". On all 7 dev halves: {'/'.join(jrba['final'])} (dev LOSO {jrba['dev_loso']}).", ""]
+    return L
+
+
+def agreement_json(rc: dict | None, w: dict | None, rba: dict | None, tr: dict | None, splits: dict,
+                   more: dict[str, dict[str, dict]] | None = None) -> dict:
     suites = []
     ship_name = "shipped: clause claims, Entailment share (answer_threshold 0.30), what ragsweep logs"
     if rc:
@@ -131,6 +184,12 @@ def agreement_json(rc: dict | None, w: dict | None, rba: dict | None, tr: dict |
     boots = {"ragchecker_human": rc["boot"] if rc else {}, "wice": w["boot"] if w else {},
              "ragbench_adherence": rba["boot"] if rba else {}, "trace_relevance": tr["boot"] if tr else {}}
     verdict = verdict_text(suites, boots)
+    judges = {"offline": {
+        "extractor": "offline", "checker": "offline",
+        "variant": "clause claims, Entailment share (answer_threshold 0.30)",
+        "suites": suites, "verdict": verdict}}
+    for j, res in (more or {}).items():
+        judges[j] = _judge_json(j, res, rc, w, rba)
     return {
         "version": 1,
         "written": _dt.date.today().isoformat(),
@@ -143,19 +202,63 @@ def agreement_json(rc: dict | None, w: dict | None, rba: dict | None, tr: dict |
                     "feature set was designed in earlier sessions while looking at all of this data, and the shipped "
                     "head was trained on all RAGBench validation rows (hence the re-fitted heads on RAGBench). "
                     "The real RAGChecker other-domain, WiCE test and RAGBench test sets are not available here.",
-        "judges": {"offline": {
-            "extractor": "offline", "checker": "offline",
-            "variant": "clause claims, Entailment share (answer_threshold 0.30)",
-            "suites": suites, "verdict": verdict}},
+        "judges": judges,
     }
+
+
+def _judge_json(j: str, res: dict[str, dict], rc: dict | None, w: dict | None, rba: dict | None) -> dict:
+    """The judge card entry of judge ``j`` (schema of the offline one): its protocol's held-out figures,
+    the offline judge's protocol on the same items as a reference."""
+    suites = []
+    jrc, jw, jrba = res.get("rc"), res.get("w"), res.get("rba")
+    if jrc:
+        r = jrc["rows"]
+        suites.append({
+            "suite": "ragchecker_human", "measure": "overall Pearson x100",
+            "split": f"leave-one-domain-out ({len(jrc['domains'])} held-out domains: {', '.join(jrc['domains'])}; "
+                     "claim unit and aggregation chosen on the other domains; score differences normalised within "
+                     "each domain, labels pooled)",
+            "out_of_sample": True, "value": round(r[RC_PROTOCOL]["pooled"], 1), "n": jrc["n_labels"],
+            "baselines": {"token_f1": round(r["token F1"]["pooled"], 1), "rouge_l": round(r["ROUGE-L F"]["pooled"], 1)},
+            "reference": {"offline judge, protocol (same items)": round(rc["rows"][RC_PROTOCOL]["pooled"], 1) if rc else None,
+                          "annotator 1 vs annotator 2": round(jrc["annotators"], 1)},
+            "target": TARGETS["ragchecker_human"]})
+    if jw:
+        suites.append({
+            "suite": "wice", "measure": "AUROC supported vs rest",
+            "split": "WiCE dev claims halved within each label: select (choices) / test (reported); WiCE test not available here",
+            "out_of_sample": True, "value": round(jw["test"]["protocol"], 3), "n": jw["n_test"],
+            "baselines": {"token_overlap": round(jw["test"]["token overlap"], 3)},
+            "reference": {"offline judge, protocol (same items)": round(w["test"]["protocol"], 3) if w else None,
+                          "GPT-4 (WiCE paper, test)": 0.80, "T5-3B fine-tuned on ANLI (test)": 0.91},
+            "target": TARGETS["wice"]})
+    if jrba:
+        p, ss = jrba["per"], jrba["subsets"]
+        suites.append({
+            "suite": "ragbench_adherence", "measure": "AUROC adherent vs not, mean of subsets",
+            "split": "RAGBench validation rows halved per subset (dev / test); test halves scored with the feature set "
+                     "and aggregation chosen by an inner leave-one-subset-out on the other subsets' dev halves",
+            "out_of_sample": True, "value": round(_mean(p["protocol"], ss), 3), "n": int(sum(p["n"].values())),
+            "baselines": {"token_overlap": round(_mean(p["token"], ss), 3)},
+            "reference": {"offline judge, protocol (same items)": round(_mean(rba["per"]["protocol"], ss), 3) if rba else None,
+                          "RAGAS": 0.613, "TruLens": 0.630, "GPT-3.5": 0.579, "fine-tuned DeBERTa": 0.771},
+            "target": TARGETS["ragbench"]})
+    boots = {"ragchecker_human": jrc["boot"] if jrc else {}, "wice": jw["boot"] if jw else {},
+             "ragbench_adherence": jrba["boot"] if jrba else {}}
+    return {"extractor": "offline", "checker": j,
+            "variant": "the protocol's choice per held-out part (claim unit, aggregation"
+                       + (", feature set" if len(JUDGES.get(j, ())) > 1 else "") + "); " + ABOUT.get(j, j),
+            "suites": suites, "verdict": verdict_text(suites, boots, judge=j)}
 
 
 BASELINE_NAMES = {"token_f1": "token F1", "rouge_l": "ROUGE-L", "token_overlap": "token overlap", "constant": "constant"}
 
 
-def verdict_text(suites: list[dict], boots: dict[str, dict[str, tuple[float, float, float]]]) -> str:
+def verdict_text(suites: list[dict], boots: dict[str, dict[str, tuple[float, float, float]]], judge: str = "offline") -> str:
     """One plain sentence from the held-out values and the paired bootstrap intervals of the shipped
-    judge minus each baseline ('above' / 'below' a baseline only when the interval excludes 0)."""
+    judge minus each baseline ('above' / 'below' a baseline only when the interval excludes 0); for
+    another judge, of its protocol minus each baseline, and a clause on its difference to the
+    offline judge's protocol."""
     names = {"ragchecker_human": "RAGChecker human preferences Pearson", "wice": "WiCE AUROC",
              "ragbench_adherence": "RAGBench adherence AUROC"}
     above, below, level, parts, tail = [], [], [], [], ""
@@ -167,16 +270,25 @@ def verdict_text(suites: list[dict], boots: dict[str, dict[str, tuple[float, flo
             tail = (f"; its TRACe relevance proxy is {word} a constant (RMSE {s['value']:.3f} vs "
                     f"{s['baselines']['constant']:.3f})")
             continue
-        ints = [v for k, v in boots.get(key, {}).items() if k.startswith("shipped")]
+        prefix = "shipped" if judge == "offline" else f"{judge} - "
+        ints = [v for k, v in boots.get(key, {}).items() if k.startswith(prefix) and not k.endswith("offline protocol")]
         (above if ints and all(v[1] > 0 for v in ints) else
          below if ints and all(v[2] < 0 for v in ints) else level).append(names.get(key, key))
         base = ", ".join(f"{BASELINE_NAMES.get(k, k)} {v}" for k, v in s["baselines"].items())
         parts.append(f"{names.get(key, key)} {s['value']} ({base})")
-    head = ("Out of sample the offline judge agrees with the labels about as well as word overlap: "
-            if len(above) < len(parts) else "Out of sample the offline judge beats word overlap: ")
+    head = (f"Out of sample the {judge} judge agrees with the labels about as well as word overlap: "
+            if len(above) < len(parts) else f"Out of sample the {judge} judge beats word overlap: ")
     noise = (", no difference outside its 95% bootstrap interval" if not above and not below else
              (f", above word overlap beyond noise only on {', '.join(above)}" if above else "")
              + (f", below it on {', '.join(below)}" if below else ""))
     missed = all(s["value"] < s["target"] for s in suites if s["suite"] != "trace_relevance")
+    if judge != "offline":
+        vs = {names.get(k, k): v for k, b in boots.items() for n, v in b.items() if n == f"{judge} - offline protocol"}
+        up, down = [n for n, v in vs.items() if v[1] > 0], [n for n, v in vs.items() if v[2] < 0]
+        cmp = ("; against the offline judge's protocol on the same items: "
+               + (f"above on {', '.join(up)}" if up else "") + ("; " if up and down else "")
+               + (f"below on {', '.join(down)}" if down else "")
+               + ("" if up or down else "no difference outside its 95% bootstrap interval")) if vs else ""
+        return head + "; ".join(parts) + noise + cmp + ("; it misses every target" if missed else "") + "."
     return (head + "; ".join(parts) + noise + tail + ("; it misses every target" if missed else "")
             + ". Use it for smoke tests; conclusions about generators need evaluator=llm with a strong model.")

@@ -17,18 +17,23 @@ if str(ROOT) not in sys.path:
 from experiments.meta_eval import common as C  # noqa: E402
 from experiments.meta_eval import ja_core as K  # noqa: E402
 from experiments.meta_eval.ja_core import (  # noqa: E402
-    GRID, SHIPPED_ANSWER_THRESHOLD, default_extractor_claims, fast_auroc, features, paired_boot, shipped_heads,
+    FEATS, GRID, OFFLINE, SHIPPED_ANSWER_THRESHOLD, default_extractor_claims, fast_auroc, features, paired_boot,
+    shipped_heads,
 )
-from experiments.meta_eval.heads import FULL_FEATURES, best_threshold  # noqa: E402
-
+from experiments.meta_eval.heads import best_threshold  # noqa: E402
 
 
 def wice_suite(folder: Path, splits: dict[str, Any], checker: Any, cache: Any, fdir: Path | None,
-               heads: dict[str, dict[str, Any]]) -> dict[str, Any]:
+               heads: dict[str, dict[str, Any]], trained: Any = None, family: Sequence[str] = OFFLINE,
+               judge: str = "offline", versus: dict[str, Any] | None = None) -> dict[str, Any]:
+    """WiCE AUROC of the judge whose feature sets are ``family``: ``heads[f]`` (fitted on RAGBench
+    dev halves) for f in ``family``, or a head of ``family[0]`` fitted on ``select`` (not for the
+    trained P, used directly); with ``versus`` (the offline judge's result) also the paired
+    difference to its protocol."""
     from experiments.meta_eval import wice_lib as W
 
     items, claims = W.load(folder)
-    f = features(checker, [(it["claim"], C.wice_reference(it)) for it in items], cache, fdir)
+    f = features(checker, [(it["claim"], C.wice_reference(it)) for it in items], cache, fdir, trained)
     keys = list(claims)
     lab = {k: items[claims[k][0]]["label"] for k in keys}
     part = {k: "select" for k in splits["wice"]["select"]} | {k: "test" for k in splits["wice"]["test"]}
@@ -48,41 +53,52 @@ def wice_suite(folder: Path, splits: dict[str, Any], checker: Any, cache: Any, f
             m[claims[k]] = True
         return m
 
-    # WiCE-fitted head: 5-fold CV inside select (for the choice), fitted on all of select (for test)
-    cv = np.zeros(len(items))
-    for fold in range(5):
-        te = [k for i, k in enumerate(sel) if i % 5 == fold]
-        tr = [k for i, k in enumerate(sel) if i % 5 != fold]
-        h = K.fit_head(f.X[chunk_mask(tr)], y_chunk[chunk_mask(tr)], FULL_FEATURES)
-        cv[chunk_mask(te)] = f.probs(h)[chunk_mask(te)]
-    wice_head = K.fit_head(f.X[chunk_mask(sel)], y_chunk[chunk_mask(sel)], FULL_FEATURES)
-    cands = {"ragbench-dev head, full": heads["full"], "ragbench-dev head, lexical": heads["lexical"]}
+    cands = {("trained P" if fn == "trained" else f"ragbench-dev head, {fn}"): heads[fn] for fn in family}
     sel_auc = {n: C.auroc(sup(sel), claim_scores(f.probs(h), sel)) for n, h in cands.items()}
-    sel_auc["WiCE-select head, full"] = C.auroc(sup(sel), claim_scores(cv, sel))
-    cands["WiCE-select head, full"] = wice_head
-    best = max(sel_auc, key=lambda n: (sel_auc[n], n == "ragbench-dev head, full"))
-    ship = shipped_heads()
+    if family[0] != "trained":
+        # WiCE-fitted head: 5-fold CV inside select (for the choice), fitted on all of select (for test)
+        cv = np.zeros(len(items))
+        for fold in range(5):
+            te = [k for i, k in enumerate(sel) if i % 5 == fold]
+            tr = [k for i, k in enumerate(sel) if i % 5 != fold]
+            h = K.fit_head(f.X[chunk_mask(tr)], y_chunk[chunk_mask(tr)], FEATS[family[0]])
+            cv[chunk_mask(te)] = f.probs(h)[chunk_mask(te)]
+        wice_head = K.fit_head(f.X[chunk_mask(sel)], y_chunk[chunk_mask(sel)], FEATS[family[0]])
+        sel_auc[f"WiCE-select head, {family[0]}"] = C.auroc(sup(sel), claim_scores(cv, sel))
+        cands[f"WiCE-select head, {family[0]}"] = wice_head
+    best = max(sel_auc, key=lambda n: (sel_auc[n], n == next(iter(cands))))
     test_auc = {n: C.auroc(sup(tst), claim_scores(f.probs(h), tst)) for n, h in cands.items()}
-    test_auc["shipped head (all RAGBench)"] = C.auroc(sup(tst), claim_scores(f.probs(ship["full"]), tst))
+    if judge == "offline":
+        ship = shipped_heads()
+        test_auc["shipped head (all RAGBench)"] = C.auroc(sup(tst), claim_scores(f.probs(ship["full"]), tst))
     test_auc["protocol"] = test_auc[best]
     tok = np.array([C.content_overlap(it["claim"], C.wice_reference(it)) for it in items])
     test_auc["token overlap"] = C.auroc(sup(tst), claim_scores(tok, tst))
-    ps = claim_scores(f.probs(ship["full"]), tst)
     pp = claim_scores(f.probs(cands[best]), tst)
     pt = claim_scores(tok, tst)
     ys = np.array(sup(tst))
-    boot = {f"{n} - token overlap": paired_boot(
-        lambda pk, a=a: fast_auroc(ys[pk["all"]], a[pk["all"]]) - fast_auroc(ys[pk["all"]], pt[pk["all"]]), {"all": ys})
-        for n, a in (("shipped", ps), ("protocol", pp))}
+    if judge == "offline":
+        ps = claim_scores(f.probs(ship["full"]), tst)
+        pairs = [("shipped - token overlap", ps, pt), ("protocol - token overlap", pp, pt)]
+    else:
+        pairs = [(f"{judge} - token overlap", pp, pt)]
+        pairs += [(f"{judge} - offline protocol", pp, versus["protocol_scores"])] if versus is not None else []
+    boot = {n: paired_boot(
+        lambda pk, a=a, b=b: fast_auroc(ys[pk["all"]], a[pk["all"]]) - fast_auroc(ys[pk["all"]], b[pk["all"]]), {"all": ys})
+        for n, a, b in pairs}
     # answer thresholds of the re-trained heads: plateau of claim-level balanced accuracy on select
-    answer = {n: best_threshold(np.array(sup(sel)), claim_scores(f.probs(h), sel)) for n, h in heads.items()}
+    answer = {n: best_threshold(np.array(sup(sel)), claim_scores(f.probs(heads[n]), sel)) for n in family}
     return {"select": sel_auc, "test": test_auc, "chosen": best, "boot": boot, "n_select": len(sel), "n_test": len(tst),
-            "answer_threshold": answer,
+            "answer_threshold": answer, "judge": judge, "protocol_scores": pp,
             "counts": {k: sum(1 for x in tst if lab[x] == k) for k in ("supported", "partially_supported", "not_supported")}}
 
 
 def rc_suite(folder: Path, splits: dict[str, Any], checker: Any, cache: Any, fdir: Path | None,
-             heads: dict[str, dict[str, Any]], new_answer: dict[str, float]) -> dict[str, Any]:
+             heads: dict[str, dict[str, Any]], new_answer: dict[str, float], trained: Any = None,
+             family: Sequence[str] = OFFLINE, judge: str = "offline", versus: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Human-preference Pearson of the judge whose feature sets are ``family`` (``heads[f]`` fitted on
+    RAGBench dev halves, ``new_answer[f]`` their WiCE-select answer thresholds); with ``versus`` (the
+    offline judge's result) also the paired difference to its protocol."""
     from experiments.meta_eval import ragchecker_human_lib as H
 
     human, instances, baseline = H.load(folder)
@@ -105,7 +121,7 @@ def rc_suite(folder: Path, splits: dict[str, Any], checker: Any, cache: Any, fdi
                 for c in claims_of[unit](gt, q):
                     pairs.append((c, resp))
                     slots.append((inst["instance_id"], m, "r"))
-        per_unit[unit] = (features(checker, pairs, cache, fdir), slots)
+        per_unit[unit] = (features(checker, pairs, cache, fdir, trained), slots)
 
     def scores(unit: str, head: dict[str, Any], thr: float | None) -> dict[int, dict[str, tuple]]:
         f, slots = per_unit[unit]
@@ -141,26 +157,23 @@ def rc_suite(folder: Path, splits: dict[str, Any], checker: Any, cache: Any, fdi
         return C.correlation(xs, ys)[0]
 
     domains = sorted(folds)
-    ship = shipped_heads()
-    fixed = {
-        "shipped: clause claims, Entailment share (answer_threshold 0.30), what ragsweep logs":
-            scores("clause", ship["full"], SHIPPED_ANSWER_THRESHOLD),
-        "shipped head, clause claims, mean P(entailed)": scores("clause", ship["full"], None),
-        "shipped head, sentence claims, Entailment share (0.30)": scores("sentence", ship["full"], SHIPPED_ANSWER_THRESHOLD),
-        "shipped head, sentence claims, mean P(entailed)": scores("sentence", ship["full"], None),
-        "re-trained head (RAGBench dev), clause claims, Entailment share (WiCE-select answer_threshold "
-        f"{new_answer['full']:.2f})": scores("clause", heads["full"], new_answer["full"]),
-        "re-trained head (RAGBench dev), clause claims, mean P(entailed)": scores("clause", heads["full"], None),
-        "token F1": H.lexical_scores(instances, C.token_prf),
-        "ROUGE-L F": H.lexical_scores(instances, C.rouge_l),
-    }
+    if judge == "offline":
+        fixed = _offline_rows(scores, heads, new_answer)
+    else:
+        fn = family[0]
+        what = "trained P" if fn == "trained" else f"{fn} head (RAGBench dev)"
+        fixed = {f"{what}, clause claims, Entailment share (WiCE-select answer_threshold {new_answer[fn]:.2f})":
+                 scores("clause", heads[fn], new_answer[fn]),
+                 f"{what}, clause claims, mean P(entailed)": scores("clause", heads[fn], None)}
+    fixed |= {"token F1": H.lexical_scores(instances, C.token_prf), "ROUGE-L F": H.lexical_scores(instances, C.rouge_l)}
     base = H.baseline_scores(instances, baseline)
     if base is not None:
         fixed["RAGChecker, Llama3-70B (shipped scores; published overall 65.5 with global normalisation)"] = base
     # candidates of the protocol: unit x aggregation (share at t, or mean P) x head
     cands: dict[tuple, dict] = {}
     for unit in ("sentence", "clause"):
-        for hn, h in heads.items():
+        for hn in family:
+            h = heads[hn]
             cands[(unit, "mean P", hn)] = scores(unit, h, None)
             for t in GRID:
                 cands[(unit, f"share@{t:.2f}", hn)] = scores(unit, h, t)
@@ -182,16 +195,34 @@ def rc_suite(folder: Path, splits: dict[str, Any], checker: Any, cache: Any, fdi
     final = max(cands, key=lambda c: pooled(cands[c], domains))
     n_labels = len(human)
     groups = {d: ids_of[d] for d in domains}
-    ship_sc = fixed["shipped: clause claims, Entailment share (answer_threshold 0.30), what ragsweep logs"]
     boot = {}
-    mean_p = fixed["shipped head, clause claims, mean P(entailed)"]
-    boot["clause mean P - shipped (clause share@0.30)"] = paired_boot(
-        lambda pk: pooled(mean_p, domains, pk) - pooled(ship_sc, domains, pk), groups)
-    for a_name, a in (("shipped", ship_sc), ("protocol", sel_sc)):
-        for b_name in ("token F1", "ROUGE-L F"):
-            b = fixed[b_name]
-            boot[f"{a_name} - {b_name}"] = paired_boot(
-                lambda pk, a=a, b=b: pooled(a, domains, pk) - pooled(b, domains, pk), groups)
+    if judge == "offline":
+        ship_sc = fixed["shipped: clause claims, Entailment share (answer_threshold 0.30), what ragsweep logs"]
+        mean_p = fixed["shipped head, clause claims, mean P(entailed)"]
+        boot["clause mean P - shipped (clause share@0.30)"] = paired_boot(
+            lambda pk: pooled(mean_p, domains, pk) - pooled(ship_sc, domains, pk), groups)
+        pairs = [(f"{a_name} - {b_name}", a, fixed[b_name]) for a_name, a in (("shipped", ship_sc), ("protocol", sel_sc))
+                 for b_name in ("token F1", "ROUGE-L F")]
+    else:
+        pairs = [(f"{judge} - {b_name}", sel_sc, fixed[b_name]) for b_name in ("token F1", "ROUGE-L F")]
+        pairs += [(f"{judge} - offline protocol", sel_sc, versus["protocol_scores"])] if versus is not None else []
+    for name, a, b in pairs:
+        boot[name] = paired_boot(lambda pk, a=a, b=b: pooled(a, domains, pk) - pooled(b, domains, pk), groups)
     return {"rows": rows, "chosen": chosen, "final": final, "final_in_sample": pooled(cands[final], domains), "boot": boot,
             "domains": domains, "n_labels": n_labels, "n_pairs": len(instances),
-            "annotators": H.annotator_agreement(human)["overall_label"][0]}
+            "annotators": H.annotator_agreement(human)["overall_label"][0], "judge": judge, "protocol_scores": sel_sc}
+
+
+def _offline_rows(scores: Any, heads: dict[str, dict[str, Any]], new_answer: dict[str, float]) -> dict[str, Any]:
+    """The offline judge's fixed rows: the shipped head as ragsweep logs it and its variants, the re-trained head."""
+    ship = shipped_heads()
+    return {
+        "shipped: clause claims, Entailment share (answer_threshold 0.30), what ragsweep logs":
+            scores("clause", ship["full"], SHIPPED_ANSWER_THRESHOLD),
+        "shipped head, clause claims, mean P(entailed)": scores("clause", ship["full"], None),
+        "shipped head, sentence claims, Entailment share (0.30)": scores("sentence", ship["full"], SHIPPED_ANSWER_THRESHOLD),
+        "shipped head, sentence claims, mean P(entailed)": scores("sentence", ship["full"], None),
+        "re-trained head (RAGBench dev), clause claims, Entailment share (WiCE-select answer_threshold "
+        f"{new_answer['full']:.2f})": scores("clause", heads["full"], new_answer["full"]),
+        "re-trained head (RAGBench dev), clause claims, mean P(entailed)": scores("clause", heads["full"], None),
+    }

@@ -30,6 +30,18 @@ validation rows, so on RAGBench it is replaced by heads of the same recipe fitte
 leave-one-subset-out on ``dev`` halves ("shipped recipe"). With ``--out-model FILE`` the re-trained
 heads (fitted on all ``dev`` halves, ``answer_threshold`` chosen on WiCE ``select``) are written too,
 never into ``src/``.
+
+With ``--trained FILE`` (a weights file of ``train_checker.py``) the same run also measures, under the
+same protocol on the same items, the judges ``trained`` (the cross-encoder's P alone, used directly:
+RAGBench aggregation chosen by the inner leave-one-subset-out, WiCE max over oracle chunks,
+RAGChecker unit x aggregation chosen on the other 4 domains) and ``stacked`` (a logistic head over the
+full features plus logit(P), fitted where and how the full head is). A judge is a family of named
+feature sets (``ja_core.JUDGES``: offline = full / lexical, trained, stacked) among which the protocol
+chooses; P is a column ``trained`` of the features, computed once per pair and cached under
+``--cache`` (key: sha256 of the weights file and the pairs). Each gets a section in the Markdown, an
+entry in ``judges`` of the JSON, and paired bootstrap intervals of judge - token overlap (RAGChecker:
+- token F1, - ROUGE-L F) and judge - offline protocol. Without it the output is what it was.
+``--trained-device cuda`` scores the pairs on a GPU (on CPU the first run is the slow part).
 """
 
 from __future__ import annotations
@@ -46,8 +58,8 @@ if str(ROOT) not in sys.path:
 
 from experiments.meta_eval import common as C  # noqa: E402
 from experiments.meta_eval.ja_core import (  # noqa: E402,F401 - re-exported: the names of before the split
-    B_BOOT, CAP, FEATS, GRID, SHIPPED_ANSWER_THRESHOLD, TARGETS, TAUS, Feats, default_extractor_claims, fast_auroc,
-    features, fit_head, paired_boot, shipped_heads,
+    B_BOOT, CAP, FEATS, GRID, JUDGES, OFFLINE, SHIPPED_ANSWER_THRESHOLD, TARGETS, TAUS, Feats, default_extractor_claims,
+    fast_auroc, features, fit_head, paired_boot, shipped_heads,
 )
 from experiments.meta_eval.ja_ragbench import (  # noqa: E402,F401
     example_scores, fit_on, load_ragbench, ragbench_adherence, rb_auroc, trace_relevance,
@@ -71,27 +83,40 @@ def run(args: argparse.Namespace) -> int:
     cache = C.open_cache(args.cache)
     fdir = Path(args.cache) / "judge_agreement_features" if args.cache else None
     checker = OfflineChecker(threshold=0.5, model=args.model)
+    trained = trained_scorer(args.trained, args.trained_device) if args.trained else None
+    extra = [j for j in JUDGES if j != "offline"] if trained is not None else []
     try:
         rb_folder = C.find_data(args.data, "ragbench", "*/validation.*")
     except C.Skip as exc:
         print(f"[{NAME}] skipped: {exc}")
         return 0
-    rb = load_ragbench(rb_folder, splits, checker, cache, fdir, args.limit)
+    rb = load_ragbench(rb_folder, splits, checker, cache, fdir, args.limit, trained)
     print(f"[{NAME}] RAGBench features ready", flush=True)
     rba = ragbench_adherence(rb)
+    more: dict[str, dict[str, Any]] = {j: {} for j in extra}  # suite -> result, per judge beside the offline one
+    for j in extra:
+        more[j]["rba"] = ragbench_adherence(rb, JUDGES[j], j, rba)
     print(f"[{NAME}] RAGBench adherence done", flush=True)
     subsets = list(rb)
-    heads = {f: fit_on(rb, subsets, f) for f in FEATS}  # the re-trained heads: all dev halves
+    heads = {f: fit_on(rb, subsets, f) for f in OFFLINE}  # the re-trained heads: all dev halves
+    jheads = {f: fit_on(rb, subsets, f) for j in extra for f in JUDGES[j]}
     w = rc = tr = None
+    new_answer = {f: h["threshold"] for f, h in (heads | jheads).items()}
     try:
-        w = wice_suite(C.find_data(args.data, "wice", "oracle_chunks_claim_dev.jsonl"), splits, checker, cache, fdir, heads)
+        wfolder = C.find_data(args.data, "wice", "oracle_chunks_claim_dev.jsonl")
+        w = wice_suite(wfolder, splits, checker, cache, fdir, heads, trained)
+        for j in extra:
+            more[j]["w"] = wice_suite(wfolder, splits, checker, cache, fdir, jheads, trained, JUDGES[j], j, w)
+            new_answer |= more[j]["w"]["answer_threshold"]
+        new_answer |= w["answer_threshold"]
         print(f"[{NAME}] WiCE done", flush=True)
     except C.Skip as exc:
         print(f"[{NAME}] WiCE skipped: {exc}")
-    new_answer = w["answer_threshold"] if w else {f: h["threshold"] for f, h in heads.items()}
     try:
-        rc = rc_suite(C.find_data(args.data, "ragchecker", "meta_eval_human_labeled_dev.json"), splits, checker, cache,
-                      fdir, heads, new_answer)
+        rfolder = C.find_data(args.data, "ragchecker", "meta_eval_human_labeled_dev.json")
+        rc = rc_suite(rfolder, splits, checker, cache, fdir, heads, new_answer, trained)
+        for j in extra:
+            more[j]["rc"] = rc_suite(rfolder, splits, checker, cache, fdir, jheads, new_answer, trained, JUDGES[j], j, rc)
         print(f"[{NAME}] RAGChecker done", flush=True)
     except C.Skip as exc:
         print(f"[{NAME}] RAGChecker skipped: {exc}")
@@ -102,16 +127,36 @@ def run(args: argparse.Namespace) -> int:
     # each distinct sentence is encoded once, ever: the vectors are kept in --cache keyed by (model, text)
     print(f"[{NAME}] sentence embeddings this run: {checker.stats['texts_encoded'] + emb.stats['encoded']} encoded, "
           f"{checker.stats['texts_cached'] + emb.stats['cached']} read from --cache {args.cache or '(off)'}", flush=True)
-    md = render(rc, w, rba, tr, splits["sha256"])
+    md = render(rc, w, rba, tr, splits["sha256"], more)
     out_md, out_json = Path(args.out_md), Path(args.out_json)
     out_md.parent.mkdir(parents=True, exist_ok=True)
     out_md.write_text(md + "\n")
-    out_json.write_text(json.dumps(agreement_json(rc, w, rba, tr, splits), indent=1) + "\n")
+    out_json.write_text(json.dumps(agreement_json(rc, w, rba, tr, splits, more), indent=1) + "\n")
     if args.out_model:
         write_model(Path(args.out_model), heads, new_answer, rb, subsets, splits, checker)
     print(md)
     print(f"[{NAME}] wrote {out_md}, {out_json}" + (f", {args.out_model}" if args.out_model else ""))
     return 0
+
+
+def trained_scorer(path: str, device: str = "cpu") -> Any:
+    """The trained cross-encoder of weights file ``path`` (``--trained``), its sha256 computed once (the
+    key of its cached P); a clear error when the file is missing or is no weights file."""
+    import hashlib
+
+    from ragsweep.judge.trained import TrainedChecker
+
+    p = Path(path)
+    if not p.is_file():
+        raise SystemExit(f"[{NAME}] --trained {path}: no such file; give a weights file written by "
+                         "`python -m experiments.meta_eval.train_checker`")
+    scorer = TrainedChecker(weights=str(p), device=device)
+    try:
+        scorer.meta  # noqa: B018 - raises a clear error when the file is no safetensors file
+    except Exception as exc:  # noqa: BLE001 - reported with the option's name
+        raise SystemExit(f"[{NAME}] --trained {path}: {exc}") from None
+    scorer.weights_sha256 = hashlib.sha256(p.read_bytes()).hexdigest()
+    return scorer
 
 
 def write_model(path: Path, heads: dict, new_answer: dict, rb: dict, subsets: list, splits: dict, checker: Any) -> None:
@@ -139,6 +184,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--model", default="minilm", help="offline checker features: minilm (default) or none")
     p.add_argument("--limit", type=int, default=None, help="first N rows per RAGBench subset (smoke runs only)")
     p.add_argument("--no-trace", action="store_true", help="skip the TRACe relevance suite")
+    p.add_argument("--trained", default=None, metavar="FILE",
+                   help="also evaluate the trained cross-encoder of this weights file (train_checker.py) alone and "
+                        "stacked with the offline features, under the same protocol on the same items")
+    p.add_argument("--trained-device", default="cpu", help="device of the trained checker: cpu (default), cuda, ...")
     p.add_argument("--out-md", default=str(MD_PATH))
     p.add_argument("--out-json", default=str(JSON_PATH))
     p.add_argument("--out-model", default=None,

@@ -369,3 +369,176 @@ def test_meta_eval_embeds_each_sentence_once_and_a_second_run_nothing(tmp_path, 
     for s in rb1:
         np.testing.assert_array_equal(rb1[s]["f"].X, rb2[s]["f"].X)
     assert json.dumps(tr1, default=str) == json.dumps(tr2, default=str)
+
+
+# -- judge_agreement --trained: the trained cross-encoder alone and stacked, same protocol, same items ----
+def _with_trained(rb, p_of):
+    """``rb`` with the column ``trained`` = logit(p_of(subset data)) appended to every subset's features."""
+    for d in rb.values():
+        d["f"] = d["f"].with_trained(p_of(d))
+    return rb
+
+
+def test_trained_column_reaches_the_ragbench_protocol(monkeypatch):
+    monkeypatch.setattr(JK, "B_BOOT", 20)
+    # P = the sentence label itself: the trained judge ranks every held-out row perfectly
+    rb = _with_trained(_synthetic_ragbench(), lambda d: d["y"].astype(float))
+    off = JA.ragbench_adherence(rb)
+    res = JA.ragbench_adherence(rb, JK.JUDGES["trained"], "trained", off)
+    assert res["per"]["protocol"] == {"a": 1.0, "b": 1.0, "c": 1.0}
+    assert all(c[0] == "trained" for c in res["chosen"].values())
+    assert set(res["boot"]) == {"trained - token overlap", "trained - offline protocol"}
+    assert res["boot"]["trained - offline protocol"][0] == pytest.approx(
+        1.0 - np.mean(list(off["per"]["protocol"].values())))
+    # P = token overlap of the row's response (each of its sentences carries it): the min row equals the token row
+    def overlap_p(d):
+        for i, r in enumerate(d["rows"]):  # responses whose share of content words in the reference varies
+            r["response"] = " ".join(["apple", "banana", "cherry", "grape", "lemon"][: i % 5 + 1])
+            r["documents_sentences"] = [[["0a", "apple banana"]], [["1a", "cherry" if i % 3 else "melon"]]]
+        tok = np.array([C.content_overlap(r["response"], C.ragbench_reference(r)) for r in d["rows"]])
+        return tok[d["row"]] * 0.98 + 0.01
+
+    res2 = JA.ragbench_adherence(_with_trained(_synthetic_ragbench(), overlap_p), JK.JUDGES["trained"], "trained")
+    for s in "abc":
+        assert 0.5 != res2["per"]["trained/min"][s] == pytest.approx(res2["per"]["token"][s])
+    assert set(res2["boot"]) == {"trained - token overlap"}
+
+
+def test_trained_column_leaves_the_offline_judge_unchanged(monkeypatch):
+    """--trained unset or set: the offline judge's figures, choices and intervals are the same."""
+    monkeypatch.setattr(JK, "B_BOOT", 20)
+    plain = JA.ragbench_adherence(_synthetic_ragbench())
+    rng = np.random.default_rng(5)
+    withp = JA.ragbench_adherence(_with_trained(_synthetic_ragbench(), lambda d: rng.uniform(size=len(d["y"]))))
+    for k in ("per", "chosen", "final", "boot", "dev_loso"):  # (json: NaN == NaN)
+        assert json.dumps(withp[k]) == json.dumps(plain[k]), k
+
+
+def test_trained_and_stacked_choices_never_read_held_out_rows(monkeypatch):
+    monkeypatch.setattr(JK, "B_BOOT", 20)
+    seen = []
+    for name in ("fit_head", "direct_head"):
+        real = getattr(JK, name)
+        monkeypatch.setattr(JK, name, lambda X, y, *a, _r=real, **k: (seen.append(X.copy()), _r(X, y, *a, **k))[1])
+
+    def p_of(d):  # a noisy P that follows the labels of the data it is given (flipped or not: fixed here)
+        return 1 / (1 + np.exp(-d["f"].X[:, 3]))
+
+    for judge in ("trained", "stacked"):
+        seen.clear()
+        rb = _with_trained(_synthetic_ragbench(), p_of)
+        res = JA.ragbench_adherence(rb, JK.JUDGES[judge], judge)
+        test_rows = {r.tobytes() for d in rb.values() for r in d["f"].X[d["sent_part"] == "test"]}
+        assert seen and not any(r.tobytes() in test_rows for X in seen for r in X), judge
+        flipped = JA.ragbench_adherence(_with_trained(_synthetic_ragbench(flip_test=True), p_of), JK.JUDGES[judge], judge)
+        assert flipped["chosen"] == res["chosen"] and flipped["final"] == res["final"], judge
+        assert flipped["dev_loso"] == res["dev_loso"] and flipped["per"]["protocol"] != res["per"]["protocol"], judge
+
+
+class _StubTrained:
+    """A trained scorer without a model: P from a hash of the claim, higher for claims with "good"."""
+
+    weights_sha256 = "stub"
+
+    def __init__(self):
+        self.calls = 0
+
+    def score_pairs(self, pairs, cache=None):
+        self.calls += 1
+        return [float(np.random.default_rng(int(hashlib.sha256(c.encode()).hexdigest()[:8], 16)).uniform(0, 0.6)
+                      + (0.4 if "good" in c else 0.0)) for c, _ in pairs]
+
+
+def _family_heads():
+    stacked = dict(JA.shipped_heads()["full"])
+    stacked = {**stacked, "features": [*stacked["features"], "trained"], "mean": [*stacked["mean"], 0.0],
+               "scale": [*stacked["scale"], 1.0], "coef": [*stacked["coef"], 1.0]}
+    return {"trained": {"features": ["trained"], "direct": True, "threshold": 0.5}, "stacked": stacked}
+
+
+def test_trained_ragchecker_choice_for_a_domain_ignores_that_domains_labels(tmp_path, monkeypatch):
+    monkeypatch.setattr(JK, "B_BOOT", 20)
+    heads, jheads = JA.shipped_heads(), _family_heads()
+    answer = {"full": 0.3, "lexical": 0.3, "trained": 0.5, "stacked": 0.5}
+    splits = _write_rc(tmp_path / "a")
+    _write_rc(tmp_path / "b", flip_domain="d2")
+    proto = "protocol (choice made on the other 4 domains)"
+    stub = _StubTrained()
+    for judge in ("trained", "stacked"):
+        off = JA.rc_suite(tmp_path / "a", splits, _StubChecker(), None, None, heads, answer, stub)
+        res = JA.rc_suite(tmp_path / "a", splits, _StubChecker(), None, None, jheads, answer, stub, JK.JUDGES[judge], judge, off)
+        assert all(c[2] == judge for c in res["chosen"].values())
+        assert set(res["boot"]) == {f"{judge} - token F1", f"{judge} - ROUGE-L F", f"{judge} - offline protocol"}
+        off_b = JA.rc_suite(tmp_path / "b", splits, _StubChecker(), None, None, heads, answer, stub)
+        flipped = JA.rc_suite(tmp_path / "b", splits, _StubChecker(), None, None, jheads, answer, stub,
+                              JK.JUDGES[judge], judge, off_b)
+        assert flipped["chosen"]["d2"] == res["chosen"]["d2"], judge  # chosen on d1 + d3 only
+        assert flipped["rows"][proto]["per"]["d2"] == pytest.approx(-res["rows"][proto]["per"]["d2"])
+    # the offline judge's rows do not depend on the trained column being there
+    plain = JA.rc_suite(tmp_path / "a", splits, _StubChecker(), None, None, heads, answer)
+    for k in ("rows", "chosen", "final", "boot"):  # (json: NaN == NaN)
+        assert json.dumps(plain[k]) == json.dumps(off[k]), k
+
+
+def test_trained_p_is_cached_by_weights_and_pairs(tmp_path):
+    stub, pairs = _StubTrained(), [("a good claim", "ref"), ("another", "ref")]
+    p1 = JK.trained_p(stub, pairs, tmp_path)
+    p2 = JK.trained_p(stub, pairs, tmp_path)
+    assert stub.calls == 1 and np.array_equal(p1, p2)  # the second read from the file
+    stub.weights_sha256 = "other weights"
+    JK.trained_p(stub, pairs, tmp_path)
+    assert stub.calls == 2
+    f = JK.Feats(np.zeros((2, len(FEATURES))), np.zeros(2, bool), np.ones(2, bool)).with_trained(np.array([0.0, 1.0]))
+    head = {"features": ["trained"], "direct": True}
+    assert f.X.shape[1] == len(FEATURES) + 1
+    np.testing.assert_allclose(f.probs(head), [1e-6, 1 - 1e-6])  # P itself, not capped by the contradiction rule
+    assert list(f.labels(head, 0.5)) == [0.0, 1.0]
+
+
+def test_trained_judges_json_and_markdown(monkeypatch):
+    """The trained and stacked judges get judge-card entries (offline extractor, checker = judge) in the
+    offline judge's schema, and a Markdown section each after the offline judge's tables."""
+    monkeypatch.setattr(JK, "B_BOOT", 20)
+    rb = _with_trained(_synthetic_ragbench(), lambda d: d["y"] * 0.8 + 0.1)
+    off = JA.ragbench_adherence(rb)
+    more = {j: {"rba": JA.ragbench_adherence(rb, JK.JUDGES[j], j, off)} for j in ("trained", "stacked")}
+    splits = {"sha256": "0" * 64}
+    data = JA.agreement_json(None, None, off, None, splits, more)
+    assert data["judges"]["offline"] == JA.agreement_json(None, None, off, None, splits)["judges"]["offline"]
+    for j in ("trained", "stacked"):
+        e = data["judges"][j]
+        assert set(e) == {"extractor", "checker", "variant", "suites", "verdict"} and e["checker"] == j
+        (s,) = e["suites"]
+        assert set(s) == SCHEMA_SUITE_KEYS and s["value"] == round(float(np.mean(list(more[j]["rba"]["per"]["protocol"].values()))), 3)
+        assert "offline judge's protocol" in e["verdict"] and e["verdict"].endswith(".")
+    md = JA.render(None, None, off, None, splits["sha256"], more)
+    assert md.startswith(JA.render(None, None, off, None, splits["sha256"]))
+    assert "# The trained judge" in md and "# The stacked judge" in md and "trained - offline protocol" in md
+
+
+def test_trained_wice_rows_and_paired_intervals(monkeypatch):
+    monkeypatch.setattr(JK, "B_BOOT", 20)
+    splits, stub = MS.make(str(FIX)), _StubTrained()
+    heads = {k: v for k, v in JA.shipped_heads().items() if k in ("full", "lexical")}
+    off = JA.wice_suite(FIX / "wice", splits, _StubChecker(), None, None, heads, stub)
+    res = JA.wice_suite(FIX / "wice", splits, _StubChecker(), None, None, _family_heads(), stub, JK.JUDGES["trained"],
+                        "trained", off)
+    assert list(res["select"]) == ["trained P"] and res["chosen"] == "trained P"  # P directly, nothing fitted on select
+    assert list(res["test"]) == ["trained P", "protocol", "token overlap"]
+    assert set(res["boot"]) == {"trained - token overlap", "trained - offline protocol"}
+    d = res["boot"]["trained - offline protocol"][0]
+    assert d == pytest.approx(res["test"]["protocol"] - off["test"]["protocol"])
+    st = JA.wice_suite(FIX / "wice", splits, _StubChecker(), None, None, _family_heads(), stub, JK.JUDGES["stacked"],
+                       "stacked", off)
+    assert set(st["select"]) == {"ragbench-dev head, stacked", "WiCE-select head, stacked"}
+    assert set(st["answer_threshold"]) == {"stacked"}
+
+
+def test_trained_option_names_a_missing_or_bad_weights_file(tmp_path):
+    args = ["--data", str(tmp_path), "--cache", "", "--model", "none", "--trained"]
+    with pytest.raises(SystemExit, match="--trained .*nope.safetensors: no such file.*train_checker"):
+        JA.main([*args, str(tmp_path / "nope.safetensors")])
+    bad = tmp_path / "bad.safetensors"
+    bad.write_text("not weights")
+    with pytest.raises(SystemExit, match="--trained .*bad.safetensors: .*cannot read"):
+        JA.main([*args, str(bad)])
