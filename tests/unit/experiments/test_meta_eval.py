@@ -488,6 +488,15 @@ def test_trained_p_is_cached_by_weights_and_pairs(tmp_path):
     stub.weights_sha256 = "other weights"
     JK.trained_p(stub, pairs, tmp_path)
     assert stub.calls == 2
+    # a real checker's key is its whole identity: the same weights in another precision are scored afresh
+    from ragsweep.judge.trained import TrainedChecker
+
+    calls = []
+    for prec in ("fp32", "bf16", "fp32"):
+        ck = TrainedChecker(weights=str(tmp_path / "w.safetensors"), precision=prec)
+        ck.score_pairs = lambda ps, prec=prec: calls.append(prec) or [0.5] * len(ps)
+        JK.trained_p(ck, pairs, tmp_path)
+    assert calls == ["fp32", "bf16"]
     f = JK.Feats(np.zeros((2, len(FEATURES))), np.zeros(2, bool), np.ones(2, bool)).with_trained(np.array([0.0, 1.0]))
     head = {"features": ["trained"], "direct": True}
     assert f.X.shape[1] == len(FEATURES) + 1
