@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     cache = C.open_cache(args.cache)
     fdir = Path(args.cache) / "judge_agreement_features" if args.cache else None
     checker = OfflineChecker(threshold=0.5, model=args.model)
-    trained = trained_scorer(args.trained, args.trained_device) if args.trained else None
+    trained = trained_scorer(args.trained, args.trained_device, args.trained_precision) if args.trained else None
     extra = [j for j in JUDGES if j != "offline"] if trained is not None else []
     try:
         rb_folder = C.find_data(args.data, "ragbench", "*/validation.*")
@@ -139,23 +139,22 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def trained_scorer(path: str, device: str = "cpu") -> Any:
-    """The trained cross-encoder of weights file ``path`` (``--trained``), its sha256 computed once (the
-    key of its cached P); a clear error when the file is missing or is no weights file."""
-    import hashlib
-
+def trained_scorer(path: str, device: str = "cpu", precision: str = "auto") -> Any:
+    """The trained cross-encoder of weights file ``path`` (``--trained``; its cached P is keyed by the
+    checker's ``cache_id``: weights sha256, windows, lengths, precision); a clear error when the file
+    is missing or is no weights file."""
     from ragsweep.judge.trained import TrainedChecker
 
     p = Path(path)
     if not p.is_file():
         raise SystemExit(f"[{NAME}] --trained {path}: no such file; give a weights file written by "
                          "`python -m experiments.meta_eval.train_checker`")
-    scorer = TrainedChecker(weights=str(p), device=device)
+    scorer = TrainedChecker(weights=str(p), device=device, precision=precision)
     try:
         scorer.meta  # noqa: B018 - raises a clear error when the file is no safetensors file
     except Exception as exc:  # noqa: BLE001 - reported with the option's name
         raise SystemExit(f"[{NAME}] --trained {path}: {exc}") from None
-    scorer.weights_sha256 = hashlib.sha256(p.read_bytes()).hexdigest()
+    print(f"[{NAME}] trained checker {p} on {device} in {scorer.precision}", flush=True)
     return scorer
 
 
@@ -188,6 +187,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="also evaluate the trained cross-encoder of this weights file (train_checker.py) alone and "
                         "stacked with the offline features, under the same protocol on the same items")
     p.add_argument("--trained-device", default="cpu", help="device of the trained checker: cpu (default), cuda, ...")
+    p.add_argument("--trained-precision", default="auto", choices=("auto", "fp32", "bf16"),
+                   help="arithmetic of the trained checker (auto: bf16 where the hardware computes it natively)")
     p.add_argument("--out-md", default=str(MD_PATH))
     p.add_argument("--out-json", default=str(JSON_PATH))
     p.add_argument("--out-model", default=None,
