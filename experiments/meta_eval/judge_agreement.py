@@ -128,10 +128,18 @@ def run(args: argparse.Namespace) -> int:
     print(f"[{NAME}] sentence embeddings this run: {checker.stats['texts_encoded'] + emb.stats['encoded']} encoded, "
           f"{checker.stats['texts_cached'] + emb.stats['cached']} read from --cache {args.cache or '(off)'}", flush=True)
     md = render(rc, w, rba, tr, splits["sha256"], more)
+    agreement = agreement_json(rc, w, rba, tr, splits, more)
+    if args.ppi_draws:
+        from experiments.meta_eval.ja_ppi import ppi_section
+
+        ppi, ppi_md = ppi_section(rb, {"offline": rba, **{j: more[j]["rba"] for j in extra}}, args.ppi_draws)
+        md += "\n\n" + ppi_md
+        agreement["ppi_width_ratio"] = ppi
+        print(f"[{NAME}] PPI width ratios done", flush=True)
     out_md, out_json = Path(args.out_md), Path(args.out_json)
     out_md.parent.mkdir(parents=True, exist_ok=True)
     out_md.write_text(md + "\n")
-    out_json.write_text(json.dumps(agreement_json(rc, w, rba, tr, splits, more), indent=1) + "\n")
+    out_json.write_text(json.dumps(agreement, indent=1) + "\n")
     if args.out_model:
         write_model(Path(args.out_model), heads, new_answer, rb, subsets, splits, checker)
     print(md)
@@ -183,6 +191,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--model", default="minilm", help="offline checker features: minilm (default) or none")
     p.add_argument("--limit", type=int, default=None, help="first N rows per RAGBench subset (smoke runs only)")
     p.add_argument("--no-trace", action="store_true", help="skip the TRACe relevance suite")
+    p.add_argument("--ppi-draws", type=int, default=1000,
+                   help="random labelled sets per PPI width-ratio cell (0: skip the PPI section)")
     p.add_argument("--trained", default=None, metavar="FILE",
                    help="also evaluate the trained cross-encoder of this weights file (train_checker.py) alone and "
                         "stacked with the offline features, under the same protocol on the same items")

@@ -49,3 +49,27 @@ def test_table_names_each_metric_judge_and_n():
     y, rng = _labels(300)
     md = ja_ppi.table({"adherence": {"offline": ja_ppi.width_ratio(y, rng.random(y.size), ns=(50,), draws=10)}}, ns=(50, 100))
     assert "| adherence | offline | 300 |" in md and md.rstrip().endswith("| - |")
+
+
+def test_ppi_section_pairs_each_judges_held_out_scores_with_the_test_labels(monkeypatch):
+    """judge_agreement's PPI section: the adherence labels of the test halves against each judge's
+    protocol scores for the same rows (a judge equal to the label narrows, token overlap here does not)."""
+    subsets, n = ("a", "b", "c"), 200
+    rng = np.random.default_rng(0)
+    rb, res = {}, {"arr": {}}
+    for s in subsets:
+        part = np.array(["dev" if i % 2 == 0 else "test" for i in range(n)])
+        adherent = (rng.random(n) < 0.6).astype(int)
+        rows = [{"id": str(i), "response": "w", "response_sentences": [["a", "w"]], "documents_sentences": [[["0a", "w"]]],
+                 "utilization_score": 0.1 * (i % 3)}
+                for i in range(n)]
+        rb[s] = {"rows": rows, "part": part, "adherent": adherent}
+        test = part == "test"
+        res["arr"][s] = {"protocol": adherent[test] + rng.normal(0, 0.1, test.sum()), "token": rng.random(test.sum())}
+    out, md = ja_ppi.ppi_section(rb, {"offline": res}, draws=20)
+    adh = out["adherence"]
+    assert set(adh) == {"token overlap", "offline judge (protocol)"}
+    assert adh["offline judge (protocol)"][100]["N"] == 300 and adh["offline judge (protocol)"][100]["ratio"] < 0.7
+    assert adh["token overlap"][100]["ratio"] > 0.9
+    assert set(out["utilization"]) == {"TRACe cover attribution (default; no checker)", "token overlap"}
+    assert "| adherence | offline judge (protocol) | 300 |" in md and "<= 0.80 at 100 labels" in md
