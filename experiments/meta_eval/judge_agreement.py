@@ -128,6 +128,12 @@ def run(args: argparse.Namespace) -> int:
     print(f"[{NAME}] sentence embeddings this run: {checker.stats['texts_encoded'] + emb.stats['encoded']} encoded, "
           f"{checker.stats['texts_cached'] + emb.stats['cached']} read from --cache {args.cache or '(off)'}", flush=True)
     md = render(rc, w, rba, tr, splits["sha256"], more)
+    if trained is not None:  # say which weights the trained and stacked sections measured
+        md = md.replace("# Out-of-sample agreement of the offline judge (frozen splits)",
+                        "# Out-of-sample agreement of the offline, trained and stacked judges (frozen splits)", 1)
+        md = md.replace("judge_agreement --data ../shared/data`",
+                        f"judge_agreement --data ../shared/data --trained {Path(args.trained).name}` (weights sha256 "
+                        f"{trained.cache_id['weights_sha256']}, {trained.precision})", 1)
     agreement = agreement_json(rc, w, rba, tr, splits, more)
     if args.ppi_draws:
         from experiments.meta_eval.ja_ppi import ppi_section
