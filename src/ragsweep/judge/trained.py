@@ -204,7 +204,6 @@ class TrainedChecker:
         device: str = "cpu"
         precision: str = "auto"  # auto: bf16 where the hardware computes it natively, else fp32
 
-
         def __post_init__(self) -> None:
             if self.weights is not None:
                 _validate(isinstance(self.weights, str) and bool(self.weights), "weights",
