@@ -143,35 +143,14 @@ def agreement_json(rc: dict | None, w: dict | None, rba: dict | None, tr: dict |
     ship_name = "shipped: clause claims, Entailment share (answer_threshold 0.30), what ragsweep logs"
     if rc:
         r = rc["rows"]
-        suites.append({
-            "suite": "ragchecker_human", "measure": "overall Pearson x100",
-            "split": f"leave-one-domain-out ({len(rc['domains'])} held-out domains: {', '.join(rc['domains'])}; "
-                     "score differences normalised within each domain, labels pooled)",
-            "out_of_sample": True, "value": round(r[ship_name]["pooled"], 1), "n": rc["n_labels"],
-            "baselines": {"token_f1": round(r["token F1"]["pooled"], 1), "rouge_l": round(r["ROUGE-L F"]["pooled"], 1)},
-            "reference": {"RAGChecker + Llama3-70B (same 5 domains, same normalisation)":
-                          round(r[next(k for k in r if k.startswith("RAGChecker"))]["pooled"], 1) if any(
-                              k.startswith("RAGChecker") for k in r) else None,
-                          "annotator 1 vs annotator 2": round(rc["annotators"], 1)},
-            "target": TARGETS["ragchecker_human"]})
+        llama = next((k for k in r if k.startswith("RAGChecker")), None)
+        suites.append(_rc_entry(rc, ship_name, "score differences normalised within each domain, labels pooled", {
+            "RAGChecker + Llama3-70B (same 5 domains, same normalisation)": round(r[llama]["pooled"], 1) if llama else None}))
     if w:
-        suites.append({
-            "suite": "wice", "measure": "AUROC supported vs rest",
-            "split": "WiCE dev claims halved within each label: select (choices) / test (reported); WiCE test not available here",
-            "out_of_sample": True, "value": round(w["test"]["shipped head (all RAGBench)"], 3), "n": w["n_test"],
-            "baselines": {"token_overlap": round(w["test"]["token overlap"], 3)},
-            "reference": {"GPT-4 (WiCE paper, test)": 0.80, "T5-3B fine-tuned on ANLI (test)": 0.91},
-            "target": TARGETS["wice"]})
+        suites.append(_wice_entry(w, "shipped head (all RAGBench)", {}))
     if rba:
-        p, ss = rba["per"], rba["subsets"]
-        suites.append({
-            "suite": "ragbench_adherence", "measure": "AUROC adherent vs not, mean of subsets",
-            "split": "RAGBench validation rows halved per subset (dev / test); test halves scored by heads of the shipped "
-                     "recipe fitted leave-one-subset-out on the other subsets' dev halves",
-            "out_of_sample": True, "value": round(_mean(p["full/min"], ss), 3), "n": int(sum(p["n"].values())),
-            "baselines": {"token_overlap": round(_mean(p["token"], ss), 3)},
-            "reference": {"RAGAS": 0.613, "TruLens": 0.630, "GPT-3.5": 0.579, "fine-tuned DeBERTa": 0.771},
-            "target": TARGETS["ragbench"]})
+        suites.append(_ragbench_entry(rba, "full/min", "scored by heads of the shipped recipe fitted leave-one-subset-out "
+                                                       "on the other subsets' dev halves", {}))
     if tr:
         p, ss = tr["per"], tr["subsets"]
         const = round(_mean(p["constant"], ss), 3)
@@ -211,44 +190,58 @@ def _judge_json(j: str, res: dict[str, dict], rc: dict | None, w: dict | None, r
     the offline judge's protocol on the same items as a reference."""
     suites = []
     jrc, jw, jrba = res.get("rc"), res.get("w"), res.get("rba")
+    same = "offline judge, protocol (same items)"
     if jrc:
-        r = jrc["rows"]
-        suites.append({
-            "suite": "ragchecker_human", "measure": "overall Pearson x100",
-            "split": f"leave-one-domain-out ({len(jrc['domains'])} held-out domains: {', '.join(jrc['domains'])}; "
-                     "claim unit and aggregation chosen on the other domains; score differences normalised within "
-                     "each domain, labels pooled)",
-            "out_of_sample": True, "value": round(r[RC_PROTOCOL]["pooled"], 1), "n": jrc["n_labels"],
-            "baselines": {"token_f1": round(r["token F1"]["pooled"], 1), "rouge_l": round(r["ROUGE-L F"]["pooled"], 1)},
-            "reference": {"offline judge, protocol (same items)": round(rc["rows"][RC_PROTOCOL]["pooled"], 1) if rc else None,
-                          "annotator 1 vs annotator 2": round(jrc["annotators"], 1)},
-            "target": TARGETS["ragchecker_human"]})
+        suites.append(_rc_entry(jrc, RC_PROTOCOL, "claim unit and aggregation chosen on the other domains; score "
+                                                  "differences normalised within each domain, labels pooled",
+                                {same: round(rc["rows"][RC_PROTOCOL]["pooled"], 1) if rc else None}))
     if jw:
-        suites.append({
-            "suite": "wice", "measure": "AUROC supported vs rest",
-            "split": "WiCE dev claims halved within each label: select (choices) / test (reported); WiCE test not available here",
-            "out_of_sample": True, "value": round(jw["test"]["protocol"], 3), "n": jw["n_test"],
-            "baselines": {"token_overlap": round(jw["test"]["token overlap"], 3)},
-            "reference": {"offline judge, protocol (same items)": round(w["test"]["protocol"], 3) if w else None,
-                          "GPT-4 (WiCE paper, test)": 0.80, "T5-3B fine-tuned on ANLI (test)": 0.91},
-            "target": TARGETS["wice"]})
+        suites.append(_wice_entry(jw, "protocol", {same: round(w["test"]["protocol"], 3) if w else None}))
     if jrba:
-        p, ss = jrba["per"], jrba["subsets"]
-        suites.append({
-            "suite": "ragbench_adherence", "measure": "AUROC adherent vs not, mean of subsets",
-            "split": "RAGBench validation rows halved per subset (dev / test); test halves scored with the feature set "
-                     "and aggregation chosen by an inner leave-one-subset-out on the other subsets' dev halves",
-            "out_of_sample": True, "value": round(_mean(p["protocol"], ss), 3), "n": int(sum(p["n"].values())),
-            "baselines": {"token_overlap": round(_mean(p["token"], ss), 3)},
-            "reference": {"offline judge, protocol (same items)": round(_mean(rba["per"]["protocol"], ss), 3) if rba else None,
-                          "RAGAS": 0.613, "TruLens": 0.630, "GPT-3.5": 0.579, "fine-tuned DeBERTa": 0.771},
-            "target": TARGETS["ragbench"]})
+        ref = round(_mean(rba["per"]["protocol"], jrba["subsets"]), 3) if rba else None
+        suites.append(_ragbench_entry(jrba, "protocol", "scored with the feature set and aggregation chosen by an inner "
+                                                        "leave-one-subset-out on the other subsets' dev halves", {same: ref}))
     boots = {"ragchecker_human": jrc["boot"] if jrc else {}, "wice": jw["boot"] if jw else {},
              "ragbench_adherence": jrba["boot"] if jrba else {}}
     return {"extractor": "offline", "checker": j,
             "variant": "the protocol's choice per held-out part (claim unit, aggregation"
                        + (", feature set" if len(JUDGES.get(j, ())) > 1 else "") + "); " + ABOUT.get(j, j),
             "suites": suites, "verdict": verdict_text(suites, boots, judge=j)}
+
+
+WICE_REFERENCE = {"GPT-4 (WiCE paper, test)": 0.80, "T5-3B fine-tuned on ANLI (test)": 0.91}
+RAGBENCH_REFERENCE = {"RAGAS": 0.613, "TruLens": 0.630, "GPT-3.5": 0.579, "fine-tuned DeBERTa": 0.771}
+
+
+def _rc_entry(rc: dict, row: str, how: str, reference: dict) -> dict:
+    """The judge-card suite entry of a RAGChecker human-preference result: row ``row``'s pooled
+    Pearson, ``reference`` before the annotators' agreement."""
+    r = rc["rows"]
+    return {"suite": "ragchecker_human", "measure": "overall Pearson x100",
+            "split": f"leave-one-domain-out ({len(rc['domains'])} held-out domains: {', '.join(rc['domains'])}; {how})",
+            "out_of_sample": True, "value": round(r[row]["pooled"], 1), "n": rc["n_labels"],
+            "baselines": {"token_f1": round(r["token F1"]["pooled"], 1), "rouge_l": round(r["ROUGE-L F"]["pooled"], 1)},
+            "reference": {**reference, "annotator 1 vs annotator 2": round(rc["annotators"], 1)},
+            "target": TARGETS["ragchecker_human"]}
+
+
+def _wice_entry(w: dict, row: str, reference: dict) -> dict:
+    """The judge-card suite entry of a WiCE result: test AUROC of row ``row``."""
+    return {"suite": "wice", "measure": "AUROC supported vs rest",
+            "split": "WiCE dev claims halved within each label: select (choices) / test (reported); WiCE test not available here",
+            "out_of_sample": True, "value": round(w["test"][row], 3), "n": w["n_test"],
+            "baselines": {"token_overlap": round(w["test"]["token overlap"], 3)},
+            "reference": {**reference, **WICE_REFERENCE}, "target": TARGETS["wice"]}
+
+
+def _ragbench_entry(rba: dict, key: str, how: str, reference: dict) -> dict:
+    """The judge-card suite entry of a RAGBench adherence result: the subsets' mean AUROC of ``key``."""
+    p, ss = rba["per"], rba["subsets"]
+    return {"suite": "ragbench_adherence", "measure": "AUROC adherent vs not, mean of subsets",
+            "split": f"RAGBench validation rows halved per subset (dev / test); test halves {how}",
+            "out_of_sample": True, "value": round(_mean(p[key], ss), 3), "n": int(sum(p["n"].values())),
+            "baselines": {"token_overlap": round(_mean(p["token"], ss), 3)},
+            "reference": {**reference, **RAGBENCH_REFERENCE}, "target": TARGETS["ragbench"]}
 
 
 BASELINE_NAMES = {"token_f1": "token F1", "rouge_l": "ROUGE-L", "token_overlap": "token overlap", "constant": "constant"}
