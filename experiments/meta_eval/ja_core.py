@@ -122,9 +122,8 @@ def features(checker: Any, pairs: list[tuple[str, str]], cache: Any, fdir: Path 
 def trained_p(scorer: Any, pairs: list[tuple[str, str]], fdir: Path | None) -> np.ndarray:
     """P of the trained cross-encoder for each (claim, reference) pair, cached under ``fdir`` by the
     checker's identity (its ``cache_id``: weights sha256, windows, lengths, precision) and the pairs
-    (``scorer``: a ``TrainedChecker`` or anything with ``score_pairs`` and a ``weights_sha256`` attribute)."""
-    ident = getattr(scorer, "weights_sha256", None) or scorer.cache_id
-    key = hashlib.sha256(json.dumps([ident, pairs], sort_keys=True).encode()).hexdigest()[:24]
+    (``scorer``: a ``TrainedChecker`` or anything with ``score_pairs`` and ``cache_id``)."""
+    key = hashlib.sha256(json.dumps([scorer.cache_id, pairs], sort_keys=True).encode()).hexdigest()[:24]
     path = fdir / f"trained_{key}.npy" if fdir else None
     if path and path.is_file():
         return np.load(path)

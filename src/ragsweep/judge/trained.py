@@ -57,10 +57,16 @@ def resolve_precision(precision: str, device: str, flags: set[str] | None = None
     if not device.startswith("cpu"):
         return "bf16"
     if flags is None:
-        from ragsweep.rag.generator.servers.cpu_backend import cpu_flags
-
-        flags = cpu_flags()
+        flags = _cpu_flags()
     return "bf16" if any(f in flags for f in BF16_FLAGS) else "fp32"
+
+
+@lru_cache(maxsize=1)
+def _cpu_flags() -> frozenset[str]:
+    """This CPU's flags, read once per process (``precision`` is resolved for every batch scored)."""
+    from ragsweep.rag.generator.servers.cpu_backend import cpu_flags
+
+    return frozenset(cpu_flags())
 
 
 class TrainedCheckerError(ConfigError, FileNotFoundError):

@@ -448,6 +448,10 @@ class _StubTrained:
     def __init__(self):
         self.calls = 0
 
+    @property
+    def cache_id(self):  # as TrainedChecker.cache_id: what the cached P is keyed by
+        return {"checker": "trained", "weights_sha256": self.weights_sha256}
+
     def score_pairs(self, pairs, cache=None):
         self.calls += 1
         return [float(np.random.default_rng(int(hashlib.sha256(c.encode()).hexdigest()[:8], 16)).uniform(0, 0.6)
