@@ -69,13 +69,13 @@ def ppi_section(rb: dict, adherence: dict[str, dict], draws: int = DRAWS) -> tup
     (``adherence_score``, 0/1) with each judge's out-of-sample protocol score per answer (``adherence``:
     judge -> ``ragbench_adherence`` result) and token overlap; utilization (``utilization_score``)
     with the default TRACe attribution's prediction (``cover``: lexical, no checker enters it)."""
-    from experiments.meta_eval import common as C
     from experiments.meta_eval import ragbench_trace as R
 
     subsets = list(rb)
     test = {s: np.flatnonzero(rb[s]["part"] == "test") for s in subsets}
     y_adh = np.concatenate([rb[s]["adherent"][test[s]] for s in subsets]).astype(float)
     first = next(iter(adherence.values()))
+    # the response's content-word recall in its documents, per test row (the adherence suite computed it)
     adh = {"token overlap": np.concatenate([first["arr"][s]["token"] for s in subsets])}
     for judge, res in adherence.items():
         adh[f"{judge} judge (protocol)"] = np.concatenate([res["arr"][s]["protocol"] for s in subsets])
@@ -84,9 +84,7 @@ def ppi_section(rb: dict, adherence: dict[str, dict], draws: int = DRAWS) -> tup
     util_y = R.shipped(rows, "utilization_score")
     out = {"adherence": {j: width_ratio(y_adh, p, draws=draws) for j, p in adh.items()},
            "utilization": {"TRACe cover attribution (default; no checker)": width_ratio(util_y, util_pred, draws=draws),
-                           "token overlap": width_ratio(util_y, np.array([C.content_overlap(r["response"],
-                                                                                            C.ragbench_reference(r))
-                                                                          for r in rows]), draws=draws)}}
+                           "token overlap": width_ratio(util_y, adh["token overlap"], draws=draws)}}
     md = ["## PPI with human labels: interval width against labels alone (RAGBench test halves, pooled)", "",
           f"ragsweep's PPI++ interval of a metric's mean from n labelled answers and the judge on the rest, over the "
           f"labels-only interval of the same n ({draws} random labelled sets per cell; `ja_ppi.py`). The judge's "
