@@ -106,21 +106,13 @@ class Run:
 
 @contextmanager
 def _quiet(progress: bool) -> Iterator[None]:
-    from ragsweep.pipeline.summary import QUIET_ENV
+    from ragsweep.pipeline.summary import silenced
 
     if progress:
         yield
         return
-    old = {k: os.environ.get(k) for k in (QUIET_ENV, "TQDM_DISABLE")}
-    os.environ.update({QUIET_ENV: "1", "TQDM_DISABLE": "1"})
-    try:
+    with silenced():
         yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def compose(overrides: str | Sequence[str] | Mapping[str, Any] | None = None):

@@ -20,7 +20,7 @@ for the whole set (:mod:`ragsweep.pipeline.reproduce_estimate`): a retrieval-onl
 seconds per system and question measured on those that finished, here or in an earlier run; a
 generating one system by system by the context each reads (``retriever.top_k * chunker.size``
 tokens, none for ``prompt=no_context``), rescaled by measured / predicted once generating sweeps
-finished.
+finished; the answers already in the shared cache are counted first and not estimated as generated.
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ragsweep.pipeline import reproduce_page as page
-from ragsweep.pipeline.reproduce_estimate import contexts_of, describe_rates, estimate_s, gen_scale, rates, time_left
+from ragsweep.pipeline.reproduce_estimate import (cached_answers, contexts_of, describe_rates, estimate_s, gen_scale,
+                                                  rates, time_left)
 from ragsweep.pipeline.reproduce_page import duration
 
 PROG = "ragsweep-reproduce"
@@ -57,6 +58,7 @@ class Sweep:
     overrides: list[str] = field(default_factory=list)  # shown in the commands (--limit, the user's)
     hidden: list[str] = field(default_factory=list)  # the shared stores: passed, not shown
     contexts: list[int] | None = None  # each system's context tokens per question (None: not known, the flat rate)
+    cached: list[int] | None = None  # each system's answers already in the cache when it started (None: not known)
 
     @property
     def side(self) -> str:
@@ -179,6 +181,17 @@ def plan(only: Sequence[str] | None = None, retrieval_only: bool = False, limit:
     return out
 
 
+def count_cached(sweeps: Sequence[Sweep], state: "State") -> None:
+    """Each generating sweep still to run: its systems' answers already in the cache (``Sweep.cached``),
+    so that the estimate counts only the rest."""
+    todo = [s for s in sweeps if not (s.retrieval_only or state.done(s))]
+    if todo:
+        print(f"{PROG}: looking up the answers already in the cache (chunking and retrieval only, no model call) ...",
+              flush=True)
+    for s in todo:
+        s.cached = cached_answers(s.name, choices_of(experiment_node(s.name)), [*s.overrides, *s.hidden])
+
+
 # -- state: what ran, for resuming and for the page ------------------------------------------------
 class State:
     """``state.json``: each sweep's entry by its key (name + overrides), written after every change."""
@@ -198,7 +211,8 @@ class State:
 
     def update(self, sweep: Sweep, **fields: Any) -> None:
         entry = {"name": sweep.name, "side": sweep.side, "systems": sweep.systems, "questions": sweep.questions,
-                 "contexts": sweep.contexts, "command": sweep.command(), **self.get(sweep), **fields}
+                 "contexts": sweep.contexts, "cached": sweep.cached, "command": sweep.command(),
+                 **self.get(sweep), **fields}  # "cached" as when it first started: what its wall time paid for
         self.sweeps[sweep.key] = entry
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
@@ -268,15 +282,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
     sweeps = plan(only, args.retrieval_only, args.limit, args.overrides, hidden)
     state = State(out / "state.json")
+    count_cached(sweeps, state)
     rate, scale = rates(state), gen_scale(state, sweeps)
     total = sum(estimate_s(s, rate, scale) for s in sweeps if not state.done(s))
-    print(f"{PROG}: {len(sweeps)} sweep(s), {sum(s.systems for s in sweeps)} systems; about {duration(total)} "
+    cached = sum(sum(s.cached or ()) for s in sweeps if not state.done(s))
+    from_cache = f" ({cached:,} answers already in the cache)" if cached else ""
+    print(f"{PROG}: {len(sweeps)} sweep(s), {sum(s.systems for s in sweeps)} systems; about {duration(total)}{from_cache} "
           f"(s per system and question: {describe_rates(rate, scale, sweeps)}); state: {state.path}", flush=True)
     if args.dry_run:
         for i, s in enumerate(sweeps, 1):
             status = "finished before: skipped" if state.done(s) else f"about {duration(estimate_s(s, rate, scale))}"
             if s.contexts:
                 status += f" (context {min(s.contexts):,}-{max(s.contexts):,} tokens per question)"
+            if s.cached and not state.done(s):
+                status += f"; {sum(s.cached):,} of {s.systems * (s.questions or 0):,} answers already in the cache"
             print(f"[{i}/{len(sweeps)}] {s.name} ({s.side}): {s.systems} systems x {s.questions or '?'} questions, "
                   f"{status}\n    {s.command()}\n    {s.report_command()}")
         return 0

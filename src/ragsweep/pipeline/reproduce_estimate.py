@@ -7,6 +7,12 @@ else :data:`PRIOR_S`). A generating sweep is estimated system by system from the
 :data:`GEN_A_S` + :data:`GEN_B_S` per 1,000 context tokens per question, rescaled by measured /
 predicted over the generating sweeps that finished (:func:`gen_scale`); a sweep whose systems cannot
 be told that way (an unknown config, a value that is no number) gets the flat rate of its side.
+
+Answers already in the cache cost nothing: before a generating sweep runs, :func:`cached_answers`
+counts, system by system, the questions whose generation request is in the shared cache (the
+requests built as ``sweep.dry_run`` builds them: chunking, index and retrieval, no model call), and
+only the others are estimated; a cached answer costs :data:`CACHED_S` (it is still judged and
+logged). A cache that holds no answer at all is not read question by question.
 """
 
 from __future__ import annotations
@@ -37,6 +43,9 @@ FIT_SWEEPS = (
     ("ragchecker_chunk_size", (3000, 6000, 8192, 0, 0, 0), 20, 26.0 * 60),   # 20 x 150/300/600, n_ctx 8192
     ("ragchecker_overlap", (6000, 6000, 6000, 0, 0, 0), 20, 33.3 * 60),      # 20 x 300, overlap 0/0.2/0.4
 )
+#: seconds per answer found in the cache (judged and logged, not generated): the offline judge's
+#: evaluate stage of the default run, 5.4-6.7 s for its 20 answers on 2 cores (docs/cpu_speed.md)
+CACHED_S = 0.35
 #: chunker.size where a chunker has none (the tokens chunker's default, docs/chunking.md)
 FALLBACK_CHUNK_TOKENS = 300
 
@@ -96,21 +105,64 @@ def _contexts(name: str, choices: dict[str, list[str]], overrides: Sequence[str]
     return out
 
 
+def cached_answers(name: str, choices: dict[str, list[str]], overrides: Sequence[str] = ()) -> list[int] | None:
+    """Each system's questions (one entry per combination of the sweep's choices, in the order of
+    :func:`contexts_of`) whose answer the shared cache already holds; zeros for a cache without any
+    answer (not read further); None where it cannot be told (the estimate then counts every question)."""
+    try:
+        return _cached(name, choices, overrides)
+    except Exception:  # noqa: BLE001 - the estimate only: unknown, never an error
+        return None
+
+
+def _cached(name: str, choices: dict[str, list[str]], overrides: Sequence[str]) -> list[int]:
+    from omegaconf import OmegaConf
+
+    from ragsweep.conf import compose
+    from ragsweep.pipeline.summary import silenced
+    from ragsweep.pipeline.sweep_spend import _works
+    from ragsweep.store.cache import Cache
+
+    keys = list(choices)
+    combos = list(itertools.product(*(choices[k] for k in keys)))
+    configs = [compose([f"+experiment={name}", *overrides, *(f"{k}={v}" for k, v in zip(keys, combo))]) for combo in combos]
+    cache = Cache(str(OmegaConf.select(configs[0], "cache_dir")))
+    try:
+        if cache.count("generation") == 0:
+            return [0] * len(configs)
+        with silenced():  # the stages' progress bars: not on the command's one line per sweep
+            works = _works(configs)
+        if len(works) != len(configs):
+            raise ValueError("a system generates nothing")
+        return [len(cache.get_many("generation", list(w.keys))) for w in works]
+    finally:
+        cache.close()
+
+
 def rates(state: Any) -> dict[str, float]:
     """Seconds per system and question of each side: measured on the finished sweeps, else the prior."""
     out = dict(PRIOR_S)
     for side in out:
         done = [e for e in state.sweeps.values() if e.get("side") == side and e.get("status") == "finished"
                 and e.get("wall_s") and e.get("questions")]
-        work = sum(e["systems"] * e["questions"] for e in done)
+        work = sum(sum(to_answer(int(e["questions"]), int(e["systems"]), e.get("cached"))) for e in done)
         if work:
             out[side] = sum(float(e["wall_s"]) for e in done) / work
     return out
 
 
-def predicted_s(contexts: Sequence[float], questions: int) -> float:
-    """The generating systems' seconds by :data:`GEN_A_S` and :data:`GEN_B_S`, before any rescale."""
-    return questions * sum(GEN_A_S + GEN_B_S * float(c) / 1000 for c in contexts)
+def to_answer(questions: int, systems: int, cached: Sequence[int] | None = None) -> list[int]:
+    """Each system's questions still to answer: ``questions`` less those its answers in the cache cover."""
+    if not cached or len(cached) != systems:
+        return [questions] * systems
+    return [max(0, questions - int(c)) for c in cached]
+
+
+def predicted_s(contexts: Sequence[float], questions: int, cached: Sequence[int] | None = None) -> float:
+    """The generating systems' seconds by :data:`GEN_A_S` and :data:`GEN_B_S`, before any rescale
+    (``cached``: each system's answers already in the cache, not counted)."""
+    todo = to_answer(questions, len(contexts), cached)
+    return sum(n * (GEN_A_S + GEN_B_S * float(c) / 1000) + (questions - n) * CACHED_S for n, c in zip(todo, contexts))
 
 
 def gen_scale(state: Any, sweeps: Sequence[Any] = ()) -> float:
@@ -120,13 +172,15 @@ def gen_scale(state: Any, sweeps: Sequence[Any] = ()) -> float:
     undetermined (as the priors' own fit shows), while one ratio is always defined and keeps the
     priors' shape, a to b, and corrects the machine's speed and the prior's upper-bound contexts."""
     planned = {s.key: s.contexts for s in sweeps}
+    cached_of = {s.key: s.cached for s in sweeps}
     wall = pred = 0.0
     for key, e in state.sweeps.items():
         if e.get("side") != "generation" or e.get("status") != "finished" or not e.get("wall_s") or not e.get("questions"):
             continue
         try:
             contexts = e.get("contexts") or planned.get(key)
-            p = predicted_s(contexts, int(e["questions"])) if contexts else 0.0
+            cached = e["cached"] if "cached" in e else cached_of.get(key)
+            p = predicted_s(contexts, int(e["questions"]), cached) if contexts else 0.0
             w = float(e["wall_s"])
         except (TypeError, ValueError):
             continue
@@ -139,9 +193,10 @@ def estimate_s(sweep: Any, rate: dict[str, float], scale: float = 1.0) -> float:
     """A generating sweep's systems by their contexts (:func:`predicted_s` x ``scale``); the flat
     ``rate`` of its side per system and question where they are not known, and on the retrieval side."""
     questions = sweep.questions or 300
+    cached = getattr(sweep, "cached", None)
     if sweep.side == "generation" and sweep.contexts:
-        return scale * predicted_s(sweep.contexts, questions)
-    return rate[sweep.side] * sweep.systems * questions
+        return scale * predicted_s(sweep.contexts, questions, cached)
+    return rate[sweep.side] * sum(to_answer(questions, sweep.systems, cached))
 
 
 def time_left(sweeps: Sequence[Any], state: Any, running: Any = None, elapsed: float = 0.0) -> float:

@@ -20,6 +20,21 @@ def quiet() -> bool:
     return os.environ.get(QUIET_ENV) == "1"
 
 
+@contextmanager
+def silenced() -> Iterator[None]:
+    """No progress bars and no summaries inside (``RAGSWEEP_QUIET`` and ``TQDM_DISABLE`` set, then restored)."""
+    old = {k: os.environ.get(k) for k in (QUIET_ENV, "TQDM_DISABLE")}
+    os.environ.update({QUIET_ENV: "1", "TQDM_DISABLE": "1"})
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 class RunResult(dict):
     """A run's metrics (a plain dict, as before) plus what the summary shows about the run."""
 

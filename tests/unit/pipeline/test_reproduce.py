@@ -163,9 +163,20 @@ def test_an_interrupted_sweep_is_resumed_by_the_same_command(tmp_path, monkeypat
 
 def test_dry_run_lists_sweeps_systems_and_commands_and_runs_nothing(tmp_path, monkeypatch, capsys):
     fake = Fake(monkeypatch)
-    assert rp.main(["--dry-run", "--limit", "20", "--out", str(tmp_path)]) == 0
+    asked = []
+
+    def cached(name, choices, overrides):  # the prompt sweep's answers partly cached, the rest none
+        asked.append((name, f"cache_dir={(tmp_path / 'c').resolve()}" in overrides))
+        return [2, 2, 20] if name == "ragchecker_prompt" else None
+
+    monkeypatch.setattr(rp, "cached_answers", cached)
+    assert rp.main(["--dry-run", "--limit", "20", "--out", str(tmp_path), "--cache-dir", str(tmp_path / "c")]) == 0
     text = capsys.readouterr().out
     assert fake.ran == [] and not (tmp_path / "state.json").exists()
+    assert asked == [(name, True) for name in rp.GENERATION]  # the generating sweeps, in the shared cache
+    assert "about" in text and "(24 answers already in the cache)" in text
+    assert "ragchecker_prompt (generation): 3 systems x 20 questions, about" in text
+    assert "; 24 of 60 answers already in the cache" in text
     assert "8 sweep(s), 55 systems" in text
     assert "[8/8] ragbench_case_study (generation): 16 systems x 20 questions" in text
     assert "ragsweep -m +experiment=ragchecker_prompt dataset.limit=20" in text

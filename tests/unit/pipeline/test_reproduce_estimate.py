@@ -69,3 +69,58 @@ def test_finished_generating_sweeps_rescale_the_model(tmp_path):
 def test_the_generation_prior_is_the_documented_fit():
     assert est.fit_b() == pytest.approx(est.GEN_B_S, abs=0.005)
     assert est.GEN_A_S == pytest.approx(7.0 / 6)  # the closed-book floor: 7 s for 6 answers
+
+
+def test_answers_in_the_cache_are_not_estimated_as_generated(tmp_path):
+    # a closed-book floor and a 6,000-token system, 10 questions: 4 and 10 of their answers cached
+    assert est.predicted_s([0, 6000], 10, [4, 10]) == pytest.approx(
+        6 * est.GEN_A_S + 14 * est.CACHED_S)
+    assert est.predicted_s([0, 6000], 10, [20, 0]) == pytest.approx(
+        10 * est.CACHED_S + 10 * (est.GEN_A_S + 6 * est.GEN_B_S))  # more cached than asked: none left
+    assert est.predicted_s([0, 6000], 10, [1]) == est.predicted_s([0, 6000], 10)  # not one per system: ignored
+    sweep = rp.plan(only=["ragchecker_prompt"], limit=10)[0]
+    cold = est.estimate_s(sweep, est.PRIOR_S)
+    sweep.cached = [10, 10, 10]
+    assert est.estimate_s(sweep, est.PRIOR_S) == pytest.approx(30 * est.CACHED_S)
+    assert est.estimate_s(sweep, est.PRIOR_S) < cold / 20
+    flat = rp.Sweep("odd", False, 2, 10, contexts=None, cached=[10, 5])
+    assert est.estimate_s(flat, est.PRIOR_S) == pytest.approx(5 * est.PRIOR_S["generation"])
+    # the rescale compares a finished sweep's wall time with what it generated, not with every question
+    state = rp.State(tmp_path / "state.json")
+    sweep.cached = [5, 5, 5]
+    state.update(sweep, status="running")
+    sweep.cached = [10, 10, 10]  # measured again when resumed: the first count stays, it is what the wall time paid for
+    state.update(sweep, status="finished", wall_s=round(est.predicted_s(sweep.contexts, 10, [5, 5, 5]), 1), directions=[])
+    assert state.get(sweep)["cached"] == [5, 5, 5]
+    assert est.gen_scale(state) == pytest.approx(1.0, rel=1e-3)
+
+
+def test_the_cache_is_read_question_by_question_only_when_it_holds_answers(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from ragsweep.pipeline import sweep_spend
+    from ragsweep.store.cache import Cache
+
+    def no_retrieval(configs):
+        raise AssertionError("a cache without answers needs no retrieval")
+
+    monkeypatch.setattr(sweep_spend, "_works", no_retrieval)
+    choices = rp.choices_of(rp.experiment_node("ragchecker_prompt"))
+    ovs = [f"cache_dir={tmp_path}", "dataset.limit=3"]
+    assert est.cached_answers("ragchecker_prompt", choices, ovs) == [0, 0, 0]
+    cache = Cache(str(tmp_path))
+    cache.put("generation", "k1", {"text": "an answer"})
+    cache.put("generation", "k3", {"text": "another"})
+    cache.close()
+    seen = []
+
+    def works(configs):
+        seen.extend(c.prompt.name for c in configs)
+        return [SimpleNamespace(keys=["k1", "k2", "k3"]), SimpleNamespace(keys=["k4", "k5", "k6"]),
+                SimpleNamespace(keys=["k1", "k5", "k6"])]
+
+    monkeypatch.setattr(sweep_spend, "_works", works)
+    assert est.cached_answers("ragchecker_prompt", choices, ovs) == [2, 0, 1]
+    assert seen == ["ragchecker_default", "ragchecker_optimized", "no_context"]  # the sweep's systems, in its order
+    monkeypatch.setattr(sweep_spend, "_works", lambda configs: [])  # e.g. generator=none: not known
+    assert est.cached_answers("ragchecker_prompt", choices, ovs) is None
