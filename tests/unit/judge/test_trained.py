@@ -118,3 +118,20 @@ def test_shared_forward_matches_the_encoder():
     assert torch.allclose(x0, x1)
     x2 = bert_layers(enc.w, ids, mask, heads=enc.heads, layers=enc.layers, eps=enc.eps, type_ids=torch.ones_like(ids))
     assert not torch.allclose(x0, x2)  # the claim's segment is told apart
+
+
+@pytest.mark.slow
+def test_thresholds_chosen_for_other_windows_are_flagged(tmp_path, weights, caplog):
+    from ragsweep.judge.trained import save
+
+    _, model = weights
+    path = save(model, tmp_path / "w2.safetensors", {"max_length": 128, "context_threshold": 0.5,
+                                                      "answer_threshold": 0.4, "window": 2, "top_k_windows": 3})
+    with caplog.at_level("WARNING", logger="ragsweep.judge.trained"):
+        TrainedChecker(weights=str(path)).load()  # the defaults (3 x 2) differ from the file's 2 x 3
+    assert "evaluator.checker.window=2 and evaluator.checker.top_k_windows=3" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="ragsweep.judge.trained"):
+        TrainedChecker(weights=str(path), window=2, top_k_windows=3).load()  # matching: silent
+        TrainedChecker(weights=str(path), threshold=0.6, answer_threshold=0.5).load()  # own thresholds: silent
+    assert caplog.text == ""
