@@ -172,15 +172,14 @@ def gen_scale(state: Any, sweeps: Sequence[Any] = ()) -> float:
     undetermined (as the priors' own fit shows), while one ratio is always defined and keeps the
     priors' shape, a to b, and corrects the machine's speed and the prior's upper-bound contexts."""
     planned = {s.key: s.contexts for s in sweeps}
-    cached_of = {s.key: s.cached for s in sweeps}
     wall = pred = 0.0
     for key, e in state.sweeps.items():
         if e.get("side") != "generation" or e.get("status") != "finished" or not e.get("wall_s") or not e.get("questions"):
             continue
         try:
             contexts = e.get("contexts") or planned.get(key)
-            cached = e["cached"] if "cached" in e else cached_of.get(key)
-            p = predicted_s(contexts, int(e["questions"]), cached) if contexts else 0.0
+            # what was cached when it started (state.json); never counted now: it would include its own answers
+            p = predicted_s(contexts, int(e["questions"]), e.get("cached")) if contexts else 0.0
             w = float(e["wall_s"])
         except (TypeError, ValueError):
             continue
