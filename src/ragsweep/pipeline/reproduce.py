@@ -285,7 +285,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     count_cached(sweeps, state)
     rate, scale = rates(state), gen_scale(state, sweeps)
     total = sum(estimate_s(s, rate, scale) for s in sweeps if not state.done(s))
-    cached = sum(sum(s.cached or ()) for s in sweeps if not state.done(s))
+    cached = sum(sum(s.cached or ()) for s in sweeps)  # None for the finished ones (count_cached)
     from_cache = f" ({cached:,} answers already in the cache)" if cached else ""
     print(f"{PROG}: {len(sweeps)} sweep(s), {sum(s.systems for s in sweeps)} systems; about {duration(total)}{from_cache} "
           f"(s per system and question: {describe_rates(rate, scale, sweeps)}); state: {state.path}", flush=True)
@@ -294,7 +294,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             status = "finished before: skipped" if state.done(s) else f"about {duration(estimate_s(s, rate, scale))}"
             if s.contexts:
                 status += f" (context {min(s.contexts):,}-{max(s.contexts):,} tokens per question)"
-            if s.cached and not state.done(s):
+            if s.cached:
                 status += f"; {sum(s.cached):,} of {s.systems * (s.questions or 0):,} answers already in the cache"
             print(f"[{i}/{len(sweeps)}] {s.name} ({s.side}): {s.systems} systems x {s.questions or '?'} questions, "
                   f"{status}\n    {s.command()}\n    {s.report_command()}")

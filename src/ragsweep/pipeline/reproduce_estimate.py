@@ -75,17 +75,21 @@ def contexts_of(name: str, choices: dict[str, list[str]], overrides: Sequence[st
     return _CONTEXTS[key]
 
 
+def systems(choices: dict[str, list[str]]) -> list[dict[str, str]]:
+    """The sweep's systems, each as its choice of every swept key, in the order the estimates list them."""
+    keys = list(choices)
+    return [dict(zip(keys, combo)) for combo in itertools.product(*(choices[k] for k in keys))]
+
+
 def _contexts(name: str, choices: dict[str, list[str]], overrides: Sequence[str]) -> list[int] | None:
     from omegaconf import OmegaConf
 
     from ragsweep.conf import compose
 
-    keys = list(choices)
-    groups = [k for k in keys if "." not in k and k != "prompt"]  # a group's choice: composed (prompt: its name only)
+    groups = [k for k in choices if "." not in k and k != "prompt"]  # a group's choice: composed (prompt: its name only)
     composed: dict[tuple[str, ...], Any] = {}
     out = []
-    for combo in itertools.product(*(choices[k] for k in keys)):
-        chosen = dict(zip(keys, combo))
+    for chosen in systems(choices):
         group_ovs = tuple(f"{k}={chosen[k]}" for k in groups)
         if group_ovs not in composed:
             composed[group_ovs] = compose([f"+experiment={name}", *overrides, *group_ovs])
@@ -106,8 +110,8 @@ def _contexts(name: str, choices: dict[str, list[str]], overrides: Sequence[str]
 
 
 def cached_answers(name: str, choices: dict[str, list[str]], overrides: Sequence[str] = ()) -> list[int] | None:
-    """Each system's questions (one entry per combination of the sweep's choices, in the order of
-    :func:`contexts_of`) whose answer the shared cache already holds; zeros for a cache without any
+    """Each system's questions (one entry per system, in the order of :func:`systems`, as
+    :func:`contexts_of` lists them) whose answer the shared cache already holds; zeros for a cache without any
     answer (not read further); None where it cannot be told (the estimate then counts every question)."""
     try:
         return _cached(name, choices, overrides)
@@ -123,13 +127,17 @@ def _cached(name: str, choices: dict[str, list[str]], overrides: Sequence[str]) 
     from ragsweep.pipeline.sweep_spend import _works
     from ragsweep.store.cache import Cache
 
-    keys = list(choices)
-    combos = list(itertools.product(*(choices[k] for k in keys)))
-    configs = [compose([f"+experiment={name}", *overrides, *(f"{k}={v}" for k, v in zip(keys, combo))]) for combo in combos]
-    cache = Cache(str(OmegaConf.select(configs[0], "cache_dir")))
+    each = systems(choices)
+
+    def config(chosen: dict[str, str]) -> Any:
+        return compose([f"+experiment={name}", *overrides, *(f"{k}={v}" for k, v in chosen.items())])
+
+    first = config(each[0])
+    cache = Cache(str(OmegaConf.select(first, "cache_dir")))
     try:
-        if cache.count("generation") == 0:
-            return [0] * len(configs)
+        if cache.count("generation") == 0:  # a cold cache: nothing more to compose or retrieve
+            return [0] * len(each)
+        configs = [first, *(config(c) for c in each[1:])]
         with silenced():  # the stages' progress bars: not on the command's one line per sweep
             works = _works(configs)
         if len(works) != len(configs):

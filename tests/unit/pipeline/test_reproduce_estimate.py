@@ -107,7 +107,13 @@ def test_the_cache_is_read_question_by_question_only_when_it_holds_answers(tmp_p
     monkeypatch.setattr(sweep_spend, "_works", no_retrieval)
     choices = rp.choices_of(rp.experiment_node("ragchecker_prompt"))
     ovs = [f"cache_dir={tmp_path}", "dataset.limit=3"]
+    import ragsweep.conf as conf
+
+    composed = []
+    real_compose = conf.compose
+    monkeypatch.setattr(conf, "compose", lambda overrides: composed.append(overrides) or real_compose(overrides))
     assert est.cached_answers("ragchecker_prompt", choices, ovs) == [0, 0, 0]
+    assert len(composed) == 1  # a cold cache: one system's config tells where the cache is, the rest are not composed
     cache = Cache(str(tmp_path))
     cache.put("generation", "k1", {"text": "an answer"})
     cache.put("generation", "k3", {"text": "another"})
