@@ -82,12 +82,6 @@ def make_scorer(model: Any, device: str, max_length: int, batch_tokens: int, top
     return lambda pairs: np.asarray(ck.score_pairs(pairs))
 
 
-def _sha256(path: Path) -> str:
-    import hashlib
-
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def evaluate(model: Any, suites: dict[str, Any], args: Any, step: int, full: bool) -> dict[str, Any]:
     model.eval()
     scorer = make_scorer(model, args.device, args.max_length, args.batch_tokens, args.top_k_windows, args.window)
@@ -177,6 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from safetensors import safe_open
         from safetensors.torch import load_file
 
+        from ragsweep.rag.generator.servers.gguf_format import file_sha256
+
         with safe_open(args.init, framework="pt") as f:
             init_meta = json.loads((f.metadata() or {}).get("ragsweep", "{}"))
         model = build_model(weights=load_file(args.init), dropout=args.dropout).to(args.device)
@@ -201,7 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "max_length": args.max_length, "seed": args.seed, "train": {k: v for k, v in vars(args).items()},
             "rows": len(rows), "window": args.window, "top_k_windows": args.top_k_windows}
     if args.init:  # what it started from, and that file's training
-        meta |= {"init": {"file": Path(args.init).name, "sha256": _sha256(Path(args.init)), "step": init_meta.get("step"),
+        meta |= {"init": {"file": Path(args.init).name, "sha256": file_sha256(Path(args.init)), "step": init_meta.get("step"),
                           "train": init_meta.get("train")}}
         if args.max_steps == 0:  # thresholds only: the weights are that file's, and so is their training
             meta |= {"train": init_meta.get("train"), "rows": init_meta.get("rows"),
