@@ -39,11 +39,14 @@ def _boot_line(boot: dict[str, tuple[float, float, float]], digits: int) -> str:
 
 
 def render(rc: dict | None, w: dict | None, rba: dict | None, tr: dict | None, sha: str,
-           more: dict[str, dict[str, dict]] | None = None) -> str:
+           more: dict[str, dict[str, dict]] | None = None, trained: tuple[str, str] | None = None) -> str:
     """Every table; ``more``: {judge: {"rc": .., "w": .., "rba": ..}} of the judges measured beside
-    the offline one (a section each, after the offline judge's)."""
-    L = ["# Out-of-sample agreement of the offline judge (frozen splits)", "",
-         f"Written by `python -m experiments.meta_eval.judge_agreement --data ../shared/data` from "
+    the offline one (a section each, after the offline judge's); ``trained``: (the ``--trained`` file's
+    name, what identifies its weights) of those judges, named in the title and the command."""
+    judges = "the offline, trained and stacked judges" if trained else "the offline judge"
+    command = "judge_agreement --data ../shared/data" + (f" --trained {trained[0]}` ({trained[1]})" if trained else "`")
+    L = [f"# Out-of-sample agreement of {judges} (frozen splits)", "",
+         f"Written by `python -m experiments.meta_eval.{command} from "
          f"`splits.json` (sha256 {sha[:12]}). Protocol: module doc of `judge_agreement.py` and the README.", ""]
     if rc:
         L += [f"## RAGChecker human preferences: overall Pearson x100, leave-one-domain-out "

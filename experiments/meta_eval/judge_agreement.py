@@ -127,13 +127,9 @@ def run(args: argparse.Namespace) -> int:
     # each distinct sentence is encoded once, ever: the vectors are kept in --cache keyed by (model, text)
     print(f"[{NAME}] sentence embeddings this run: {checker.stats['texts_encoded'] + emb.stats['encoded']} encoded, "
           f"{checker.stats['texts_cached'] + emb.stats['cached']} read from --cache {args.cache or '(off)'}", flush=True)
-    md = render(rc, w, rba, tr, splits["sha256"], more)
-    if trained is not None:  # say which weights the trained and stacked sections measured
-        md = md.replace("# Out-of-sample agreement of the offline judge (frozen splits)",
-                        "# Out-of-sample agreement of the offline, trained and stacked judges (frozen splits)", 1)
-        md = md.replace("judge_agreement --data ../shared/data`",
-                        f"judge_agreement --data ../shared/data --trained {Path(args.trained).name}` (weights sha256 "
-                        f"{trained.cache_id['weights_sha256']}, {trained.precision})", 1)
+    weights = None if trained is None else (Path(args.trained).name, f"weights sha256 "
+                                            f"{trained.cache_id['weights_sha256']}, {trained.precision}")
+    md = render(rc, w, rba, tr, splits["sha256"], more, trained=weights)
     agreement = agreement_json(rc, w, rba, tr, splits, more)
     if args.ppi_draws:
         from experiments.meta_eval.ja_ppi import ppi_section

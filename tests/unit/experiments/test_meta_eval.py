@@ -532,6 +532,11 @@ def test_trained_judges_json_and_markdown(monkeypatch):
     md = JA.render(None, None, off, None, splits["sha256"], more)
     assert md.startswith(JA.render(None, None, off, None, splits["sha256"]))
     assert "# The trained judge" in md and "# The stacked judge" in md and "trained - offline protocol" in md
+    named = JA.render(None, None, off, None, splits["sha256"], more, trained=("w.safetensors", "weights sha256 ab12, fp32"))
+    assert named.startswith("# Out-of-sample agreement of the offline, trained and stacked judges (frozen splits)\n")
+    assert ("`python -m experiments.meta_eval.judge_agreement --data ../shared/data --trained w.safetensors` "
+            "(weights sha256 ab12, fp32) from `splits.json`") in named
+    assert named.split("\n", 3)[3] == md.split("\n", 3)[3]  # only the title and the command differ
 
 
 def test_trained_wice_rows_and_paired_intervals(monkeypatch):
