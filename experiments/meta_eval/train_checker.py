@@ -27,6 +27,7 @@ learning signal while training).
 from __future__ import annotations
 
 import json
+import lzma
 import random
 import sys
 import time
@@ -104,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import argparse
 
     p = argparse.ArgumentParser(prog="python -m experiments.meta_eval.train_checker", description=__doc__.split("\n")[0])
-    p.add_argument("--train", required=True, help="train.jsonl of checker_data")
+    p.add_argument("--train", required=True, help="train.jsonl of checker_data (or train.jsonl.xz)")
     p.add_argument("--data", default="../shared/data", help="evaluation data root (splits.json parts)")
     p.add_argument("--run", default="/tmp/ragsweep_checker_run", help="checkpoints, curve.jsonl, step_N.safetensors")
     p.add_argument("--out", default=None, help="also write the last step's weights here (fp16 safetensors)")
@@ -149,7 +150,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit("--device cuda: torch sees no GPU here; use --device cpu")
     run = Path(args.run)
     run.mkdir(parents=True, exist_ok=True)
-    rows = [json.loads(x) for x in Path(args.train).read_text(encoding="utf-8").splitlines() if x.strip()]
+    opener = lzma.open if args.train.endswith(".xz") else open  # a compressed copy travels to a GPU machine
+    with opener(args.train, "rt", encoding="utf-8") as f:
+        rows = [json.loads(x) for x in f if x.strip()]
     if args.sources:
         keep = set(args.sources.split(","))
         rows = [r for r in rows if r["source"] in keep]
@@ -209,6 +212,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "rng": torch.get_rng_state()}, run / "last.pt.tmp")
         (run / "last.pt.tmp").replace(ck)
 
+    def curve(rec: dict[str, Any]) -> None:
+        print(json.dumps(rec), flush=True)
+        with (run / "curve.jsonl").open("a") as f:
+            f.write(json.dumps(rec) + "\n")
+
+    rec: dict[str, Any] = {}
+    if step == 0 and 0 in eval_at and suites:  # the starting weights as the curve's point (a file trained elsewhere)
+        rec = evaluate(model, suites, args, 0, full=True) | {"init": meta.get("init", {}).get("file"), "init_step": first}
+        curve(rec)
     model.train()
     loss_sum, n_sum, t_last = 0.0, 0, time.time()
     while step < args.max_steps:
@@ -232,17 +244,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         if step % args.checkpoint_every == 0 or step in eval_at or step == args.max_steps:
             checkpoint()
         quick = args.eval_every and step % args.eval_every == 0 and step not in eval_at
+        rec = {}
         if suites and (quick or step in eval_at):
             rec = evaluate(model, suites, args, step, full=step in eval_at)
-            print(json.dumps(rec), flush=True)
-            with (run / "curve.jsonl").open("a") as f:
-                f.write(json.dumps(rec) + "\n")
-            if step in eval_at:
-                save(model, run / f"step_{step}.safetensors", {**meta, "step": first + step, **rec.get("thresholds", {})})
+            curve(rec)
             t_last = time.time()
+        if step in eval_at:  # without --data (a GPU machine): no thresholds; --init F --max-steps 0 chooses them
+            tmp = save(model, run / f"step_{step}.tmp", {**meta, "step": first + step, **rec.get("thresholds", {})})
+            tmp.replace(run / f"step_{step}.safetensors")  # whole or absent: a watcher copies it as it appears
     if args.out:
-        final: dict[str, Any] = {}
-        if suites:  # thresholds from the allowed parts only
+        final: dict[str, Any] = rec.get("thresholds", {})  # chosen at the last step's evaluation
+        if suites and not final:  # thresholds from the allowed parts only
             dev = E.score(suites, make_scorer(model.eval(), args.device, args.max_length, args.batch_tokens,
                                               args.top_k_windows, args.window), "select", "dev", args.eval_rows)
             final = E.thresholds(suites, dev)

@@ -77,8 +77,16 @@ def test_training_checkpoints_resume_and_export(tmp_path, capsys):
     assert T.main([*common, "--max-steps", "2"]) == 0
     assert (tmp_path / "run" / "last.pt").is_file()
     out = tmp_path / "w.safetensors"
-    assert T.main([*common, "--max-steps", "3", "--out", str(out)]) == 0
+    # the same pairs xz-compressed (as they travel to a GPU machine); a budget's file written with no
+    # evaluation data there (its thresholds chosen later, with --init --max-steps 0), whole or absent
+    import lzma
+
+    xz = tmp_path / "train.jsonl.xz"
+    xz.write_bytes(lzma.compress(train.read_bytes()))
+    i = common.index("--train") + 1
+    assert T.main([*common[:i], str(xz), *common[i + 1:], "--max-steps", "3", "--eval-at", "3", "--out", str(out)]) == 0
     assert "resumed at step 2" in capsys.readouterr().out
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["last.pt", "step_3.safetensors"]
     from ragsweep.judge.trained import TrainedChecker
 
     ck = TrainedChecker(weights=str(out))
