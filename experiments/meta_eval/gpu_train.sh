@@ -14,6 +14,7 @@
 # run: train_checker on cuda, the budgets' files split as they appear (a call cut at its limit still
 # returns the budgets reached), the log beside them. Environment: STEPS (20000), EVAL_AT
 # (5000,10000,20000: three files of 21.7 MB are what fits the 64 MiB that returns), BATCH (32),
+# SOURCES (vitaminc,mnli,fever: the measured file's, HaluEval QA left out for its length shortcut),
 # DEVICE (cuda), BUDGET_S (the training's limit in seconds, 520).
 # collect: each budget's file whole again, its thresholds chosen on the allowed parts and its curve
 # point scored (WiCE select/test, RAGBench dev/test at EVAL_ROWS rows), then judge_agreement by hand.
@@ -63,7 +64,7 @@ run)
   set +e
   timeout "${BUDGET_S:-520}" python3 -m experiments.meta_eval.train_checker --train "$CARRY/train.jsonl.xz" \
     --data /nonexistent --run "$RUN" --device "${DEVICE:-cuda}" --bf16 --batch-size "${BATCH:-32}" \
-    --max-steps "${STEPS:-20000}" --eval-at "${EVAL_AT:-5000,10000,20000}" --checkpoint-every 5000 \
+    --max-steps "${STEPS:-20000}" --sources "${SOURCES:-vitaminc,mnli,fever}" --eval-at "${EVAL_AT:-5000,10000,20000}" --checkpoint-every 5000 \
     >>"$OUT/train.log" 2>&1 &
   pid=$!
   split_new() {  # a budget's file, whole (train_checker renames it into place), in pieces under 16 MiB
