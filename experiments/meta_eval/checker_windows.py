@@ -1,6 +1,7 @@
 """How the trained checker reads a long reference, chosen on the allowed parts only.
 
-    python -m experiments.meta_eval.checker_windows --weights FILE --data ../shared/data [--grid 2x3,3x2,3x1]
+    python -m experiments.meta_eval.checker_windows --weights FILE --data ../shared/data [--grid 2x3,3x2,3x1] \
+        [--precision fp32|bf16|int8]
 
 A reference longer than ``whole_words`` words is cut into windows of ``window`` adjacent sentences,
 the ``k`` windows that hold most of the claim's content words are scored, and P is their max
@@ -8,6 +9,7 @@ the ``k`` windows that hold most of the claim's content words are scored, and P 
 ``select`` claims and RAGBench ``dev`` halves (the parts the frozen splits allow choices on; the
 reported parts are never read) with the same weights, and prints each one's AUROCs beside the
 tokens it makes the model read (its cost). Each window is scored once: the grid's cells share them.
+``--precision`` scores them in another arithmetic (whether int8 keeps the AUROC, on the same parts).
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--grid", default="2x3,2x2,3x3,3x2,3x1,4x1", help="WINDOWxK cells, comma-separated")
     ap.add_argument("--rows", type=int, default=None, help="only the first N dev rows of each RAGBench subset")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    ap.add_argument("--precision", default="auto", help="the checker's arithmetic: auto, fp32, bf16 or int8")
     args = ap.parse_args(argv)
     grid = parse_grid(args.grid)
     if args.threads:
@@ -83,12 +86,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     from ragsweep.judge.trained import TrainedChecker
 
-    ck = TrainedChecker(weights=args.weights)
+    ck = TrainedChecker(weights=args.weights, precision=args.precision)
     ck.load()
     suites = E.load_suites(Path(args.data), load_splits())
     if not suites:
         raise SystemExit(f"--data {args.data}: neither wice/ nor ragbench/ found")
-    print(f"{ck.path.name}: max {ck._max_length} tokens a pair, whole references up to {ck.config.whole_words} words")
+    print(f"{ck.path.name}: max {ck._max_length} tokens a pair, whole references up to {ck.config.whole_words} words, "
+          f"{ck.precision}")
     print("| window x k | WiCE select AUROC | RAGBench dev AUROC | windows | tokens read |")
     print("|---|---|---|---|---|")
     for r in grid_scores(ck, suites, grid, args.rows):

@@ -156,14 +156,17 @@ class BertEncoder:
 
 
 def bert_layers(w: Any, ids: Any, mask: Any, *, heads: int, layers: int, eps: float, type_ids: Any = None,
-                dropout: float = 0.0) -> Any:
+                dropout: float = 0.0, linear: Any = None) -> Any:
     """BERT's last hidden states (batch x length x dim) from the weights ``w`` (names without the
     ``bert.`` prefix; a dict or a ``ParameterDict`` of tensors): embeddings (word + position +
     token type, type 0 unless ``type_ids`` is given), then ``layers`` transformer layers; padding
     (``mask`` 0) is never attended to. ``dropout`` > 0 applies BERT's hidden and attention dropout
-    (training; the cross-encoder of :mod:`ragsweep.judge.trained` uses it), 0 is inference."""
+    (training; the cross-encoder of :mod:`ragsweep.judge.trained` uses it), 0 is inference.
+    ``linear(x, weight, bias)`` replaces ``F.linear`` for the layers' dense maps (int8 inference)."""
     import torch
     import torch.nn.functional as F
+
+    lin = linear or F.linear
 
     n, length = ids.shape
     dim = int(w["embeddings.word_embeddings.weight"].shape[1])
@@ -183,14 +186,14 @@ def bert_layers(w: Any, ids: Any, mask: Any, *, heads: int, layers: int, eps: fl
         def split(t: torch.Tensor) -> torch.Tensor:
             return t.view(n, length, heads, head_dim).transpose(1, 2)
 
-        q = split(F.linear(x, g("attention.self.query.weight"), g("attention.self.query.bias")))
-        k = split(F.linear(x, g("attention.self.key.weight"), g("attention.self.key.bias")))
-        v = split(F.linear(x, g("attention.self.value.weight"), g("attention.self.value.bias")))
+        q = split(lin(x, g("attention.self.query.weight"), g("attention.self.query.bias")))
+        k = split(lin(x, g("attention.self.key.weight"), g("attention.self.key.bias")))
+        v = split(lin(x, g("attention.self.value.weight"), g("attention.self.value.bias")))
         ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=dropout if train else 0.0)
         ctx = ctx.transpose(1, 2).reshape(n, length, dim)
-        out = F.dropout(F.linear(ctx, g("attention.output.dense.weight"), g("attention.output.dense.bias")), dropout, train)
+        out = F.dropout(lin(ctx, g("attention.output.dense.weight"), g("attention.output.dense.bias")), dropout, train)
         x = F.layer_norm(out + x, (dim,), g("attention.output.LayerNorm.weight"), g("attention.output.LayerNorm.bias"), eps)
-        h = F.gelu(F.linear(x, g("intermediate.dense.weight"), g("intermediate.dense.bias")))
-        out = F.dropout(F.linear(h, g("output.dense.weight"), g("output.dense.bias")), dropout, train)
+        h = F.gelu(lin(x, g("intermediate.dense.weight"), g("intermediate.dense.bias")))
+        out = F.dropout(lin(h, g("output.dense.weight"), g("output.dense.bias")), dropout, train)
         x = F.layer_norm(out + x, (dim,), g("output.LayerNorm.weight"), g("output.LayerNorm.bias"), eps)
     return x

@@ -48,6 +48,7 @@ def test_auto_precision_is_bf16_only_where_the_hardware_computes_it():
     assert resolve_precision("auto", "cpu", {"amx_bf16", "amx_tile"}) == "bf16"  # Intel Sapphire Rapids
     assert resolve_precision("auto", "cuda") == "bf16"
     assert resolve_precision("fp32", "cuda") == "fp32" and resolve_precision("bf16", "cpu", set()) == "bf16"
+    assert resolve_precision("auto", "cpu", {"avx512_vnni", "avx2"}) == "fp32"  # int8 only by name: its labels move
 
 
 @pytest.fixture(scope="module")
@@ -135,3 +136,27 @@ def test_thresholds_chosen_for_other_windows_are_flagged(tmp_path, weights, capl
         TrainedChecker(weights=str(path), window=2, top_k_windows=3).load()  # matching: silent
         TrainedChecker(weights=str(path), threshold=0.6, answer_threshold=0.5).load()  # own thresholds: silent
     assert caplog.text == ""
+
+
+@pytest.mark.slow
+def test_int8_quantizes_the_dense_maps_follows_fp32_and_has_its_own_cache_identity(weights):
+    from torch.ao.nn.quantized.dynamic import Linear as QLinear
+
+    path, _ = weights
+    pairs = [("Paris is the capital of France.", "Paris is the capital of France. It is large."),
+             ("Rome is in Spain.", "Rome is the capital of Italy."),
+             ("The mill was built in 1820.", FILLER + " The Harker family built the Blue Mill in 1820. " + FILLER)]
+    fp32 = TrainedChecker(weights=str(path), precision="fp32")
+    int8 = TrainedChecker(weights=str(path), precision="int8")
+    model = int8.load()
+    packed = [c for c in model.linear.__closure__ if isinstance(c.cell_contents, dict)][0].cell_contents
+    assert len(packed) == 6 * 6 and all(isinstance(q, QLinear) for q in packed.values())  # q, k, v, out, up, down x 6
+    assert fp32.load().linear is None
+    a, b = fp32.score_pairs(pairs), int8.score_pairs(pairs)
+    assert a != b and max(abs(x - y) for x, y in zip(a, b)) < 0.05
+    assert int8.cache_id != fp32.cache_id and int8.cache_id["config"]["precision"] == "int8"
+
+
+def test_int8_is_for_the_cpu():
+    with pytest.raises(ValueError, match="precision.*CPU only"):
+        TrainedChecker(precision="int8", device="cuda")
