@@ -32,6 +32,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ragsweep.errors import ConfigError
+from ragsweep.judge.precision import PRECISIONS, quantize_int8, resolve_precision
 from ragsweep.judge.labels import ENTAILMENT, NEUTRAL
 from ragsweep.judge.offline_text import (REFERENCE_KINDS, _analyse, _reference, _recall, _validate,
                                          _validate_device, _windows)
@@ -42,33 +43,6 @@ WEIGHTS_PATH = Path(__file__).with_name("trained_checker.safetensors")
 TRAIN_COMMAND = "python -m experiments.meta_eval.train_checker --data DIR --out FILE"
 #: the bundled MiniLM's tensor kept out of the weights file (frozen in training)
 FROZEN = ("embeddings.word_embeddings.weight",)
-
-
-PRECISIONS = ("auto", "fp32", "bf16", "int8")
-#: /proc/cpuinfo flags of CPUs that compute bfloat16 products natively (AVX512-BF16: AMD Zen 4+,
-#: Intel Cooper Lake+; AMX: Intel Sapphire Rapids+); elsewhere bf16 is emulated and slower than fp32
-BF16_FLAGS = ("avx512_bf16", "amx_bf16")
-
-
-def resolve_precision(precision: str, device: str, flags: set[str] | None = None) -> str:
-    """``auto`` -> ``bf16`` on a GPU or a CPU with native bf16 arithmetic, else ``fp32``. ``int8`` is
-    asked for by name only: 2x fp32's speed and the allowed parts' AUROCs within 0.007 of fp32's, but
-    about a tenth of the labels unlike fp32's at the threshold (``experiments/meta_eval/checker_model_card.md``)."""
-    if precision != "auto":
-        return precision
-    if not device.startswith("cpu"):
-        return "bf16"
-    if flags is None:
-        flags = _cpu_flags()
-    return "bf16" if any(f in flags for f in BF16_FLAGS) else "fp32"
-
-
-@lru_cache(maxsize=1)
-def _cpu_flags() -> frozenset[str]:
-    """This CPU's flags, read once per process (``precision`` is resolved for every batch scored)."""
-    from ragsweep.rag.generator.servers.cpu_backend import cpu_flags
-
-    return frozenset(cpu_flags())
 
 
 class TrainedCheckerError(ConfigError, FileNotFoundError):
@@ -168,41 +142,6 @@ def build_model(base: str | None = None, weights: dict[str, Any] | None = None, 
         weights = {k.removeprefix("bert."): v for k, v in raw.items() if k.removeprefix("bert.") not in FROZEN
                    and not k.startswith("pooler") and not k.removeprefix("bert.").startswith("pooler")}
     return CrossEncoder(weights, config, frozen)
-
-
-def quantize_int8(model: Any) -> Any:
-    """The transformer layers' dense maps of ``model`` (a :func:`build_model` module, CPU, eval) in
-    int8: weights quantized per output channel once, activations per batch (torch's dynamic
-    quantization, fbgemm: VNNI where the CPU has it, AVX2 otherwise); embeddings, attention, layer
-    norms and the head stay fp32. Returns the model, its ``linear`` set."""
-    import warnings
-
-    import torch
-    import torch.nn.functional as F
-
-    try:
-        from torch.ao.nn.quantized.dynamic import Linear as QLinear
-    except ImportError as exc:  # a torch without its dynamic quantization
-        raise ConfigError(f"evaluator.checker.precision: int8 needs torch's dynamic quantization ({exc}); "
-                          "use precision=fp32 or bf16") from None
-    packed: dict[int, Any] = {}
-    with warnings.catch_warnings():  # torch 2.13 marks quantized tensors deprecated; the pinned torch has them
-        warnings.simplefilter("ignore")
-        for name, w in model.weights().items():
-            if name.startswith("encoder.layer.") and name.endswith(("dense.weight", "query.weight", "key.weight",
-                                                                    "value.weight")):
-                bias = model.weights()[name[: -len("weight")] + "bias"]
-                dense = torch.nn.Linear(w.shape[1], w.shape[0])
-                dense.weight.data, dense.bias.data = w.detach().float(), bias.detach().float()
-                dense.qconfig = torch.ao.quantization.per_channel_dynamic_qconfig  # type: ignore[assignment]
-                packed[id(w)] = QLinear.from_float(dense)
-
-    def linear(x: Any, weight: Any, bias: Any) -> Any:  # the same Parameter objects every forward
-        q = packed.get(id(weight))
-        return q(x) if q is not None else F.linear(x, weight, bias)
-
-    model.linear = linear
-    return model
 
 
 def encode_pairs(tok: Any, pairs: Sequence[tuple[str, str]], max_length: int) -> list[Any]:
