@@ -7,9 +7,8 @@ reference: the checker picks its best windows as in a sweep), in the order of th
 scores all of them once per precision, the precisions in turn (so load and other work on the machine
 fall on each alike); a fresh checker per precision, loaded and warmed on 8 pairs before the clock.
 Prints windows a second per round, |P - P_fp32| (mean, max) and the labels that differ from fp32's
-at the file's context threshold. Quality is not
-measured here: whether int8 keeps the AUROC is ``experiments/meta_eval/checker_windows.py
---precision``'s question, on the allowed parts of the meta-evaluation.
+at the file's context threshold. Agreement with people is not measured here: whether int8 keeps the
+AUROC is ``experiments/meta_eval/checker_windows.py --precision``'s question, on the allowed parts.
 """
 
 from __future__ import annotations

@@ -57,10 +57,11 @@ def quantize_int8(model: Any) -> Any:
     packed: dict[int, Any] = {}
     with warnings.catch_warnings():  # torch 2.13 marks quantized tensors deprecated; the pinned torch has them
         warnings.simplefilter("ignore")
-        for name, w in model.weights().items():
+        weights = model.weights()
+        for name, w in weights.items():
             if name.startswith("encoder.layer.") and name.endswith(("dense.weight", "query.weight", "key.weight",
                                                                     "value.weight")):
-                bias = model.weights()[name[: -len("weight")] + "bias"]
+                bias = weights[name[: -len("weight")] + "bias"]
                 dense = torch.nn.Linear(w.shape[1], w.shape[0])
                 dense.weight.data, dense.bias.data = w.detach().float(), bias.detach().float()
                 dense.qconfig = torch.ao.quantization.per_channel_dynamic_qconfig  # type: ignore[assignment]
