@@ -77,7 +77,10 @@ def render(pairs: Sequence[tuple[Path, Path]], names: Sequence[str], command: st
              "precision are a judge's numbers too (the ground truth's claims checked against the retrieved "
              "chunks).", "",
              f"| sweep | direction (expected) | n | {names[0]} | {names[1]} | changed |", "|---|---|---|---|---|---|"]
-    lines += [f"| {s} | {m} | {n} | {x} | {y} | {'**yes**' if c else ''} |" for s, m, n, x, y, c in table]
+    def esc(text: str) -> str:  # a '|' inside a cell ("|step| <= 2") would split the row
+        return text.replace("|", "\\|")
+
+    lines += [f"| {s} | {esc(m)} | {n} | {esc(x)} | {esc(y)} | {'**yes**' if c else ''} |" for s, m, n, x, y, c in table]
     return "\n".join(lines) + "\n"
 
 

@@ -42,6 +42,13 @@ def test_marks_the_verdicts_the_second_judge_changes(tmp_path, capsys):
     assert lines[1].endswith("| **yes** |") and "80% power at 710" in lines[1] and "-1 [-3, +1]" in lines[1]
 
 
+def test_a_pipe_in_a_direction_stays_inside_its_cell(tmp_path):
+    d = _direction("ragchecker/retriever/claim_recall", "NOT SIGNIFICANT", 0.0) | {"expected": "barely moves (|step| <= 2)"}
+    a, b = _folder(tmp_path, "a", [d]), _folder(tmp_path, "b", [d])
+    row = [x for x in V.render([(a, b)], ("A", "B"), "cmd").splitlines() if x.startswith("| ragchecker_topk")][0]
+    assert row.replace("\\|", "").count("|") == 7 and "(\\|step\\| <= 2)" in row
+
+
 def test_refuses_pairs_over_other_questions_and_unfinished_folders(tmp_path):
     a = _folder(tmp_path, "a", [_direction("ragchecker/overall/f1", "REPRODUCED", 1.0, n=20)])
     b = _folder(tmp_path, "b", [_direction("ragchecker/overall/f1", "REPRODUCED", 1.0, n=30)])
