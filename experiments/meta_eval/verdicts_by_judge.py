@@ -77,8 +77,7 @@ def render(pairs: Sequence[tuple[Path, Path]], names: Sequence[str], command: st
              "precision are a judge's numbers too (the ground truth's claims checked against the retrieved "
              "chunks).", "",
              f"| sweep | direction (expected) | n | {names[0]} | {names[1]} | changed |", "|---|---|---|---|---|---|"]
-    def esc(text: str) -> str:  # a '|' inside a cell ("|step| <= 2") would split the row
-        return text.replace("|", "\\|")
+    from ragsweep.analysis.report.table import _md_cell as esc  # a '|' in a cell ("|step| <= 2") splits the row
 
     lines += [f"| {s} | {esc(m)} | {n} | {esc(x)} | {esc(y)} | {'**yes**' if c else ''} |" for s, m, n, x, y, c in table]
     return "\n".join(lines) + "\n"
