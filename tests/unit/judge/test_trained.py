@@ -92,15 +92,18 @@ def test_weights_round_trip_and_contract(weights):
     assert np.isclose(ck.score_pairs(pairs[:1])[0], p[0])  # a pair's P does not depend on its batch
 
 
+#: a short match, a contradiction and a claim inside a long reference (windows): one precision against another
+PRECISION_PAIRS = [("Paris is the capital of France.", "Paris is the capital of France. It is large."),
+                   ("Rome is in Spain.", "Rome is the capital of Italy."),
+                   ("The mill was built in 1820.", FILLER + " The Harker family built the Blue Mill in 1820. " + FILLER)]
+
+
 @pytest.mark.slow
 def test_bf16_scores_follow_fp32_and_have_their_own_cache_identity(weights):
     path, _ = weights
-    pairs = [("Paris is the capital of France.", "Paris is the capital of France. It is large."),
-             ("Rome is in Spain.", "Rome is the capital of Italy."),
-             ("The mill was built in 1820.", FILLER + " The Harker family built the Blue Mill in 1820. " + FILLER)]
     fp32 = TrainedChecker(weights=str(path), precision="fp32")
     bf16 = TrainedChecker(weights=str(path), precision="bf16")
-    a, b = fp32.score_pairs(pairs), bf16.score_pairs(pairs)
+    a, b = fp32.score_pairs(PRECISION_PAIRS), bf16.score_pairs(PRECISION_PAIRS)
     assert a != b and max(abs(x - y) for x, y in zip(a, b)) < 0.02  # bf16 keeps ~3 significant digits
     assert fp32.cache_id != bf16.cache_id and fp32.cache_id["config"]["precision"] == "fp32"
 
@@ -143,16 +146,13 @@ def test_int8_quantizes_the_dense_maps_follows_fp32_and_has_its_own_cache_identi
     from torch.ao.nn.quantized.dynamic import Linear as QLinear
 
     path, _ = weights
-    pairs = [("Paris is the capital of France.", "Paris is the capital of France. It is large."),
-             ("Rome is in Spain.", "Rome is the capital of Italy."),
-             ("The mill was built in 1820.", FILLER + " The Harker family built the Blue Mill in 1820. " + FILLER)]
     fp32 = TrainedChecker(weights=str(path), precision="fp32")
     int8 = TrainedChecker(weights=str(path), precision="int8")
     model = int8.load()
     packed = [c for c in model.linear.__closure__ if isinstance(c.cell_contents, dict)][0].cell_contents
     assert len(packed) == 6 * 6 and all(isinstance(q, QLinear) for q in packed.values())  # q, k, v, out, up, down x 6
     assert fp32.load().linear is None
-    a, b = fp32.score_pairs(pairs), int8.score_pairs(pairs)
+    a, b = fp32.score_pairs(PRECISION_PAIRS), int8.score_pairs(PRECISION_PAIRS)
     assert a != b and max(abs(x - y) for x, y in zip(a, b)) < 0.05
     assert int8.cache_id != fp32.cache_id and int8.cache_id["config"]["precision"] == "int8"
 
