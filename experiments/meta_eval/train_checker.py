@@ -158,13 +158,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = [r for r in rows if r["source"] in keep]
     if not rows:
         raise SystemExit(f"--train {args.train}: no pairs")
-    tok = _base(base_path())[0]
-    t0 = time.time()
-    encs = encode_pairs(tok, [(r["premise"], r["claim"]) for r in rows], args.max_length)
     labels = np.array([r["label"] for r in rows], dtype=np.float32)
+    encs: list[Any] = []
+    if args.max_steps > 0:  # --max-steps 0 trains nothing (thresholds, a curve point): no tokens needed
+        t0 = time.time()
+        encs = encode_pairs(_base(base_path())[0], [(r["premise"], r["claim"]) for r in rows], args.max_length)
+        print(f"{len(rows)} pairs ({labels.mean():.1%} supported), tokenised in {time.time() - t0:.0f} s, "
+              f"mean {np.mean([len(e.ids) for e in encs]):.0f} tokens", flush=True)
     lengths = [len(e.ids) for e in encs]
-    print(f"{len(rows)} pairs ({labels.mean():.1%} supported), tokenised in {time.time() - t0:.0f} s, "
-          f"mean {np.mean(lengths):.0f} tokens", flush=True)
     data = Path(args.data)
     suites = E.load_suites(data, load_splits(), args.limit) if data.is_dir() else {}
     eval_at = sorted({int(x) for x in args.eval_at.split(",") if x})
