@@ -1,6 +1,6 @@
 """``ragsweep-reproduce``: every diagnosis of both papers in one command, resumable, on one page.
 
-    ragsweep-reproduce [--only NAME,...] [--retrieval-only] [--limit N] [--dry-run] [--out DIR]
+    ragsweep-reproduce [--only NAME,...] [--retrieval-only] [--limit N] [--generation-limit N] [--dry-run] [--out DIR]
                        [--cache-dir DIR] [--store DIR] [OVERRIDE ...]
 
 Runs the papers' ready sweeps (:data:`RETRIEVAL` first: minutes, and the judge's checks they cache
@@ -163,8 +163,9 @@ def _dataset_size(name: str) -> int | None:
 
 
 def plan(only: Sequence[str] | None = None, retrieval_only: bool = False, limit: int | None = None,
-         overrides: Sequence[str] = (), hidden: Sequence[str] = ()) -> list[Sweep]:
-    """The sweeps to run, in order: retrieval side first, then the generator side."""
+         overrides: Sequence[str] = (), hidden: Sequence[str] = (), generation_limit: int | None = None) -> list[Sweep]:
+    """The sweeps to run, in order: retrieval side first, then the generator side. ``generation_limit``
+    replaces ``limit`` for the sweeps that generate (the retriever-only ones take minutes at full size)."""
     names = list(only) if only else [*RETRIEVAL, *GENERATION]
     out = []
     for name in dict.fromkeys(names):
@@ -172,9 +173,10 @@ def plan(only: Sequence[str] | None = None, retrieval_only: bool = False, limit:
         retro = is_retrieval_only(node)
         if retrieval_only and not retro:
             continue
-        ovs = ([f"dataset.limit={int(limit)}"] if limit else []) + list(overrides)
+        own = limit if retro else (generation_limit or limit)
+        ovs = ([f"dataset.limit={int(own)}"] if own else []) + list(overrides)
         contexts = None if retro else contexts_of(name, choices_of(node), ovs)
-        out.append(Sweep(name, retro, systems_of(node), questions_of(name, node, limit), ovs, list(hidden), contexts))
+        out.append(Sweep(name, retro, systems_of(node), questions_of(name, node, own), ovs, list(hidden), contexts))
     if not out:
         raise SystemExit(f"{PROG}: error: nothing to run: {'--retrieval-only leaves none of ' if retrieval_only else ''}"
                          f"{', '.join(names)}")
@@ -280,7 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         store = Path(args.store).resolve()
         hidden += [f"mlflow.tracking_uri=sqlite:///{store / 'mlflow.db'}", f"mlflow.artifact_location={store / 'artifacts'}"]
     only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
-    sweeps = plan(only, args.retrieval_only, args.limit, args.overrides, hidden)
+    sweeps = plan(only, args.retrieval_only, args.limit, args.overrides, hidden, args.generation_limit)
     state = State(out / "state.json")
     count_cached(sweeps, state)
     rate, scale = rates(state), gen_scale(state, sweeps)
@@ -362,13 +364,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--only", help=f"comma-separated experiment configs (default: {', '.join([*RETRIEVAL, *GENERATION])})")
     ap.add_argument("--retrieval-only", action="store_true", help="only the sweeps that generate nothing (minutes, no model server)")
     ap.add_argument("--limit", type=int, help="dataset.limit for every sweep (questions per system)")
+    ap.add_argument("--generation-limit", type=int, help="dataset.limit for the sweeps that generate only, in place of "
+                    "--limit (e.g. the retriever side at its full 300 questions, the generator side at 20)")
     ap.add_argument("--dry-run", action="store_true", help="list the sweeps, their systems and commands, and the estimate; run nothing")
     ap.add_argument("--out", default="reports/reproduce", help="the page, state.json, logs/ and reports/ (default: reports/reproduce)")
     ap.add_argument("--cache-dir", help="the cache every sweep shares (default: the config's cache_dir)")
     ap.add_argument("--store", help="the MLflow store folder every sweep logs to: DIR/mlflow.db + DIR/artifacts (default: mlruns/)")
     args = ap.parse_args(argv)
-    if args.limit is not None and args.limit < 1:
-        ap.error(f"--limit must be a positive number of questions, got {args.limit}")
+    for flag, value in (("--limit", args.limit), ("--generation-limit", args.generation_limit)):
+        if value is not None and value < 1:
+            ap.error(f"{flag} must be a positive number of questions, got {value}")
     return args
 
 

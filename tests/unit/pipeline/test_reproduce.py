@@ -53,6 +53,19 @@ def test_options_select_and_limit_the_sweeps():
         rp.plan(only=["ragchecker_prompt"], retrieval_only=True)
     with pytest.raises(SystemExit):
         rp.parse_args(["--limit", "0"])
+    with pytest.raises(SystemExit):
+        rp.parse_args(["--generation-limit", "-3"])
+
+
+def test_generation_limit_sizes_only_the_sweeps_that_generate():
+    got = {s.name: s for s in rp.plan(only=["ragchecker_topk_retrieval", "ragchecker_prompt", "ragbench_case_study"],
+                                      generation_limit=20)}
+    assert got["ragchecker_topk_retrieval"].questions == 300 and got["ragchecker_topk_retrieval"].overrides == []
+    assert got["ragchecker_prompt"].command() == "ragsweep -m +experiment=ragchecker_prompt dataset.limit=20"
+    assert got["ragbench_case_study"].questions == 20  # in place of its own 100
+    both = {s.name: s.questions for s in rp.plan(only=["ragchecker_topk_retrieval", "ragchecker_prompt"],
+                                                 limit=50, generation_limit=20)}
+    assert both == {"ragchecker_topk_retrieval": 50, "ragchecker_prompt": 20}
 
 
 def test_time_left_uses_measured_seconds_per_system_and_question(tmp_path):
