@@ -77,7 +77,7 @@ def render(pairs: Sequence[tuple[Path, Path]], names: Sequence[str], command: st
              "precision are a judge's numbers too (the ground truth's claims checked against the retrieved "
              "chunks).", "",
              f"| sweep | direction (expected) | n | {names[0]} | {names[1]} | changed |", "|---|---|---|---|---|---|"]
-    from ragsweep.analysis.report.table import _md_cell as esc  # a '|' in a cell ("|step| <= 2") splits the row
+    from ragsweep.analysis.report.markdown import md_cell as esc  # a '|' in a cell ("|step| <= 2") splits the row
 
     lines += [f"| {s} | {esc(m)} | {n} | {esc(x)} | {esc(y)} | {'**yes**' if c else ''} |" for s, m, n, x, y, c in table]
     return "\n".join(lines) + "\n"

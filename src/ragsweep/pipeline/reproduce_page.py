@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from ragsweep.analysis.report.markdown import md_cell
+
 PAGE = "reproduce.md"
 
 
@@ -68,10 +70,6 @@ def duration(seconds: float | None) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
 
 
-def _cell(x: Any) -> str:
-    return str(x).replace("|", "\\|").replace("\n", " ")
-
-
 def markdown(sweeps: Sequence[Any], entries: Sequence[dict[str, Any]], command: str, wall_s: float) -> str:
     """The page from the planned ``sweeps`` and their ``state.json`` ``entries`` (same order)."""
     rows = [(s, e, r) for s, e in zip(sweeps, entries) for r in (e.get("directions") or [])]
@@ -94,7 +92,7 @@ def markdown(sweeps: Sequence[Any], entries: Sequence[dict[str, Any]], command: 
     ]
     for s, e, r in rows:
         p = "-" if r.get("p") is None else (f"{r['p']:.3g}" if r["p"] >= 0.001 else "<0.001")
-        out.append("| " + " | ".join(_cell(x) for x in (
+        out.append("| " + " | ".join(md_cell(x) for x in (
             s.name, r["metric"], r["param"], r["expected"], f"**{r['verdict']}**", r.get("n") if r.get("n") is not None else "-",
             interval_text(r), p, r.get("n_for_80pct_power") or "-", r.get("paper") or "",
             f"`{s.command()}`, then `{s.report_command()}`")) + " |")
@@ -108,7 +106,7 @@ def markdown(sweeps: Sequence[Any], entries: Sequence[dict[str, Any]], command: 
         status = e.get("status") or "not run"
         if e.get("report_error"):
             status += f" (report failed: {e['report_error']})"
-        out.append("| " + " | ".join(_cell(x) for x in (
+        out.append("| " + " | ".join(md_cell(x) for x in (
             s.name, s.side, s.systems, s.questions or "?", duration(wall) if wall else "-",
             f"{float(wall) / s.systems:.0f} s" if wall else "-", status, e.get("parent_run_id") or "-",
             f"[reports/{s.name}/](reports/{s.name}/directions.md)" if e.get("directions") is not None else "-")) + " |")

@@ -18,7 +18,7 @@ from typing import Mapping
 from ragsweep.analysis import stats
 from ragsweep.analysis.report.frame import ReportError, _same, fmt, metric_range, values_of, value_label
 from ragsweep.analysis.report.paired import RULES, UNTESTABLE, Undefined, compare, level_values, p_text
-from ragsweep.analysis.report.table import _md_cell
+from ragsweep.analysis.report.markdown import md_cell
 from ragsweep.tracking import SweepRuns
 
 REPRODUCED = "REPRODUCED"
@@ -326,7 +326,7 @@ def directions_markdown(verdicts: Sequence[Verdict], runs: SweepRuns, spec_sourc
             if v.left_out:
                 obs = f"{obs} — {v.left_out}"
             power = power_text(v)
-            out.append("| " + " | ".join(_md_cell(x) for x in (
+            out.append("| " + " | ".join(md_cell(x) for x in (
                 v.metric, v.param, v.expected, obs, f"**{v.verdict}**", p_text(v.p) if v.p is not None else "-",
                 v.n if v.n is not None else "-", power, v.paper, v.note)) + " |")
         out += ["", "Summary: " + ", ".join(f"{counts[k]} {k.lower()}" for k in VERDICTS) + "."]
@@ -335,7 +335,7 @@ def directions_markdown(verdicts: Sequence[Verdict], runs: SweepRuns, spec_sourc
             out += ["", "### Steps", "", "| metric | step | B - A | 95% CI | n | test | p | p (Holm) |", "|---|---|---|---|---|---|---|---|"]
             for v in stepped:
                 for st in v.steps:
-                    out.append("| " + " | ".join(_md_cell(x) for x in (
+                    out.append("| " + " | ".join(md_cell(x) for x in (
                         v.metric, st["comparison"], f"{st['diff']:+.3g}",
                         f"[{st['ci_low']:+.3g}, {st['ci_high']:+.3g}]" if math.isfinite(st["ci_low"]) else "n/a",
                         st["n"], st.get("test", "mean = 0"), p_text(st["p"]), p_text(st["p_holm"]))) + " |")

@@ -337,7 +337,7 @@ def drop_unscored(comps: Sequence[Comparison]) -> tuple[list[Comparison], list[s
 
 
 def comparisons_markdown(comps: Sequence[Comparison], title: str, note: str = "") -> str:
-    from ragsweep.analysis.report.table import _md_cell
+    from ragsweep.analysis.report.markdown import md_cell
 
     comps, unscored = drop_unscored(comps)
     out = [f"## {title}", ""]
@@ -349,7 +349,7 @@ def comparisons_markdown(comps: Sequence[Comparison], title: str, note: str = ""
     if not comps:
         return "\n".join(out + ["No comparison could be made (no per-question values).", ""])
     out += ["| " + " | ".join(HEADER) + " |", "|" + "|".join("---" for _ in HEADER) + "|"]
-    out += ["| " + " | ".join(_md_cell(c) for c in comp.row()) + " |" for comp in comps]
+    out += ["| " + " | ".join(md_cell(c) for c in comp.row()) + " |" for comp in comps]
     return "\n".join(out) + "\n"
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ragsweep.analysis.report.frame import PC_HALLUCINATED, _same, fmt, metric_info, values_of, varying_params
+from ragsweep.analysis.report.markdown import md_cell
 
 LAYOUTS = ("ragchecker", "ragbench")
 ARROWS = {True: "↑", False: "↓", None: ""}
@@ -138,14 +139,10 @@ def build_table(df, layout: str, params: Sequence[str]):
     return pd.DataFrame(disp_rows), pd.DataFrame(csv_rows), columns
 
 
-def _md_cell(s: Any) -> str:
-    return str(s).replace("|", "\\|").replace("\n", " ")
-
-
 def markdown_table(df) -> str:
     cols = list(df.columns)
-    lines = ["| " + " | ".join(_md_cell(c) for c in cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    lines = ["| " + " | ".join(md_cell(c) for c in cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
     for _, row in df.iterrows():
-        lines.append("| " + " | ".join(_md_cell(row[c]) for c in cols) + " |")
+        lines.append("| " + " | ".join(md_cell(row[c]) for c in cols) + " |")
     return "\n".join(lines)
 
