@@ -54,7 +54,7 @@ def test_options_select_and_limit_the_sweeps():
     with pytest.raises(SystemExit):
         rp.parse_args(["--limit", "0"])
     with pytest.raises(SystemExit):
-        rp.parse_args(["--generation-limit", "-3"])
+        rp.parse_args(["--generation-limit", "0"])
 
 
 def test_generation_limit_sizes_only_the_sweeps_that_generate():

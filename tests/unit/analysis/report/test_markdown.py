@@ -29,4 +29,3 @@ def test_the_reproduce_page_escapes_its_cells():
     row = next(line for line in page.splitlines() if line.startswith("| ragchecker_overlap | ragchecker/retriever"))
     assert "barely moves (\\|step\\| <= 2)" in row
     assert row.count(" | ") == 10  # eleven cells: the escaped pipes split nothing
-
