@@ -14,29 +14,20 @@ AUROC is ``experiments/meta_eval/checker_windows.py --precision``'s question, on
 from __future__ import annotations
 
 import argparse
-import json
 import time
-from pathlib import Path
 
 import numpy as np
 
 from common import cpu_line
 
-CLAPNQ = Path(__file__).resolve().parents[2] / "src/ragsweep/corpus/dataset/builtin/clapnq/clapnq_dev_answerable.jsonl"
-
 
 def pairs(n: int) -> list[tuple[str, str]]:
-    out = []
-    with CLAPNQ.open(encoding="utf-8") as f:
-        for line in f:
-            rec = json.loads(line)
-            answers = [o.get("answer", "") for o in rec.get("output", []) if o.get("answer")]
-            for p in rec.get("passages", []):
-                if answers and p.get("text"):
-                    out.append((answers[0], p["text"]))  # (claim, reference)
-            if len(out) >= n:
-                break
-    return out[:n]
+    """The first ``n`` (answer, gold passage) pairs of the built-in ClapNQ set, read by its loader."""
+    from ragsweep.corpus.dataset.loaders import ClapNQ
+
+    ds = ClapNQ(limit=n).load()
+    text = {d.doc_id: d.text for d in ds.documents}
+    return [(q.gt_answer, text[q.relevant[0].doc_id]) for q in ds.queries if q.gt_answer]
 
 
 def main() -> None:
